@@ -1,0 +1,228 @@
+/**
+ * `createClient`: producers, admin tools and external systems. Enqueue (single, many, transactional),
+ * read, cancel, retry, pause/resume, external completion, health and migrations.
+ */
+import { connect, type Db, fromPostgres, type Sql } from "../db/connection.ts";
+import { DEFAULT_SCHEMA, type SchemaNames, schemaNames } from "../db/names.ts";
+import { migrate as runMigrations, type MigrateResult } from "../db/migrate.ts";
+import { EXPECTED_SCHEMA_VERSION, readSchemaVersion } from "../db/schema_version.ts";
+import type { CallbackRecord, JobFilter, StorageEngine } from "../storage/engine.ts";
+import { CanonicalEngine } from "../storage/canonical/engine.ts";
+import type {
+  ClusterHealth,
+  EnqueueItem,
+  EnqueueOptions,
+  Job,
+  JobPage,
+  ListJobsOptions,
+  QueueInfo,
+  RuntimeInfo,
+} from "../types.ts";
+import { InvalidStateError, JobNotFoundError, UniqueConflictError, ValidationError } from "../errors.ts";
+import { normalizeEnqueue, validateQueueName } from "./enqueue_input.ts";
+import { type CallbackResult, resolveExternal } from "./external.ts";
+import { env } from "../runtime/runtime.ts";
+
+/** Options of `createClient`. */
+export interface ClientOptions {
+  /** Postgres URL; defaults to env DATABASE_URL. */
+  databaseUrl?: string;
+  /** A postgres.js pool of your own (the client then never closes it). */
+  sql?: Sql;
+  /** Shared pool size (default 10). */
+  maxConnections?: number;
+  /** Postgres schema (default `svc`). */
+  schema?: string;
+  /** Seconds to wait for a connection (default 10). */
+  connectTimeout?: number;
+  /** Heartbeat interval the workers use, for counting live runtimes (default 30 000 ms). */
+  heartbeatInterval?: number;
+}
+
+/** What `client.transaction` hands to its callback. */
+export interface ClientTransaction {
+  enqueue(kind: string, args?: Record<string, unknown>, opts?: Omit<EnqueueOptions, "tx">): Promise<Job>;
+  enqueueMany(items: EnqueueItem[]): Promise<Job[]>;
+  /** The postgres.js transaction: run your own statements in it. */
+  // deno-lint-ignore no-explicit-any
+  sql: any;
+}
+
+/** The client. */
+export interface Client {
+  readonly schema: string;
+  /** The shared postgres.js pool. */
+  readonly sql: Sql;
+  /** @internal storage engine used by the worker and the HTTP surfaces. */
+  readonly engine: StorageEngine;
+  /** @internal derived names of the schema. */
+  readonly names: SchemaNames;
+  migrate(): Promise<MigrateResult>;
+  /** Current and expected schema version. */
+  schemaStatus(): Promise<{ current: number | null; expected: number }>;
+  enqueue(kind: string, args?: Record<string, unknown>, opts?: EnqueueOptions): Promise<Job>;
+  enqueueMany(items: EnqueueItem[], opts?: { tx?: unknown }): Promise<Job[]>;
+  transaction<T>(fn: (tx: ClientTransaction) => Promise<T>): Promise<T>;
+  getJob(id: number): Promise<Job | null>;
+  listJobs(opts?: ListJobsOptions): Promise<JobPage>;
+  cancel(id: number): Promise<Job>;
+  retry(id: number): Promise<Job>;
+  bulkCancel(filter: JobFilter): Promise<number>;
+  bulkRetry(filter: JobFilter): Promise<number>;
+  pauseQueue(name: string): Promise<void>;
+  resumeQueue(name: string): Promise<void>;
+  listQueues(): Promise<QueueInfo[]>;
+  listRuntimes(): Promise<RuntimeInfo[]>;
+  getCallback(id: string): Promise<CallbackRecord | null>;
+  listCallbacks(jobId: number): Promise<CallbackRecord[]>;
+  resumeExternal(callbackId: string, payload?: unknown): Promise<CallbackResult>;
+  completeExternal(callbackId: string, payload?: unknown): Promise<CallbackResult>;
+  failExternal(callbackId: string, error: string, opts?: { retryable?: boolean }): Promise<CallbackResult>;
+  heartbeatExternal(callbackId: string, opts: { timeoutSeconds: number }): Promise<CallbackResult>;
+  healthCheck(): Promise<ClusterHealth>;
+  close(): Promise<void>;
+}
+
+/** Creates a client. Connections open lazily on first use. */
+export function createClient(opts: ClientOptions = {}): Client {
+  const names = schemaNames(opts.schema ?? DEFAULT_SCHEMA);
+  let sql: Sql;
+  let owned = false;
+  if (opts.sql) {
+    sql = opts.sql;
+  } else {
+    const url = opts.databaseUrl ?? env("DATABASE_URL");
+    if (!url) throw new ValidationError("no database URL: pass databaseUrl or set DATABASE_URL");
+    sql = connect(url, { max: opts.maxConnections ?? 10, connectTimeout: opts.connectTimeout });
+    owned = true;
+  }
+  const db = fromPostgres(sql);
+  const engine: StorageEngine = new CanonicalEngine(db, names);
+  const heartbeatInterval = opts.heartbeatInterval ?? 30_000;
+
+  const enqueueVia = async (target: Db, items: EnqueueItem[]): Promise<Job[]> => {
+    const now = new Date();
+    const normalized = items.map((i) => normalizeEnqueue(i, now));
+    const jobs = await engine.enqueue(target, normalized);
+    items.forEach((item, i) => {
+      if (jobs[i].duplicate && item.unique?.onConflict === "error") {
+        throw new UniqueConflictError(jobs[i].id, normalized[i].uniqueKey!);
+      }
+    });
+    return jobs;
+  };
+
+  const mustFind = async (id: number): Promise<Job> => {
+    const job = await engine.getJob(id);
+    if (!job) throw new JobNotFoundError(id);
+    return job;
+  };
+
+  const client: Client = {
+    schema: names.schema,
+    sql,
+    engine,
+    names,
+    migrate: () => runMigrations(db, names),
+    schemaStatus: async () => ({ current: await readSchemaVersion(db, names), expected: EXPECTED_SCHEMA_VERSION }),
+    async enqueue(kind, args = {}, o = {}) {
+      const { tx, ...rest } = o;
+      const [job] = await enqueueVia(tx ? fromPostgres(tx) : db, [{ ...rest, kind, args }]);
+      return job;
+    },
+    enqueueMany: (items, o = {}) => enqueueVia(o.tx ? fromPostgres(o.tx) : db, items),
+    transaction: (fn) =>
+      sql.begin((tx) =>
+        fn({
+          enqueue: async (kind, args = {}, o = {}) => (await enqueueVia(fromPostgres(tx), [{ ...o, kind, args }]))[0],
+          enqueueMany: (items) => enqueueVia(fromPostgres(tx), items),
+          sql: tx,
+        })
+      ) as Promise<never>,
+    getJob: (id) => engine.getJob(checkId(id)),
+    listJobs: (o = {}) => engine.listJobs(o),
+    async cancel(id) {
+      const job = await engine.cancel(checkId(id));
+      if (job) return job;
+      const cur = await mustFind(id);
+      throw new InvalidStateError(`job ${id} is ${cur.state}: only a job that has not finished can be cancelled`);
+    },
+    async retry(id) {
+      const job = await engine.retry(checkId(id));
+      if (job) return job;
+      const cur = await mustFind(id);
+      throw new InvalidStateError(
+        `job ${id} is ${cur.state}: only a completed, failed or cancelled job can be retried`,
+      );
+    },
+    bulkCancel: (f) => engine.bulkCancel(f),
+    bulkRetry: (f) => engine.bulkRetry(f),
+    pauseQueue: (name) => engine.pauseQueue(validateQueueName(name)),
+    resumeQueue: (name) => engine.resumeQueue(validateQueueName(name)),
+    listQueues: () => engine.listQueues(),
+    listRuntimes: () => engine.listRuntimes(3 * heartbeatInterval),
+    getCallback: (id) => engine.getCallback(id),
+    listCallbacks: (jobId) => engine.listCallbacks(jobId),
+    resumeExternal: (id, payload) => resolveExternal(engine, id, "resume", { payload }),
+    completeExternal: (id, payload) => resolveExternal(engine, id, "complete", { payload }),
+    failExternal: (id, error, o = {}) => {
+      if (typeof error !== "string") throw new ValidationError("error must be a string");
+      return resolveExternal(engine, id, "fail", { error, retryable: o.retryable ?? false });
+    },
+    heartbeatExternal: (id, o) => {
+      const t = o?.timeoutSeconds;
+      if (!Number.isInteger(t) || t < 1 || t > 2_592_000) {
+        throw new ValidationError("timeoutSeconds must be an integer from 1 to 2592000 (30 days)");
+      }
+      return resolveExternal(engine, id, "heartbeat", { timeoutSeconds: t });
+    },
+    healthCheck: () => clusterHealth(db, engine, names, 3 * heartbeatInterval),
+    async close() {
+      if (owned) await sql.end({ timeout: 5 });
+    },
+  };
+  return client;
+}
+
+function checkId(id: number): number {
+  if (!Number.isSafeInteger(id) || id < 1) throw new ValidationError(`job id must be a positive integer, got ${id}`);
+  return id;
+}
+
+/** The `svc health --json` object, answered from the database alone. */
+async function clusterHealth(db: Db, engine: StorageEngine, names: SchemaNames, liveMs: number): Promise<ClusterHealth> {
+  const base: ClusterHealth = {
+    ready: false,
+    postgres: "unreachable",
+    schema_version: null,
+    expected_schema_version: EXPECTED_SCHEMA_VERSION,
+    storage: "canonical",
+    storage_transition: "canonical",
+    live_runtimes: 0,
+    unhealthy_runtimes: 0,
+  };
+  try {
+    await db.query("select 1");
+  } catch (e) {
+    return { ...base, reason: `database unreachable: ${(e as Error).message}` };
+  }
+  base.postgres = "connected";
+  const version = await readSchemaVersion(db, names);
+  base.schema_version = version;
+  if (version === null || version < EXPECTED_SCHEMA_VERSION) {
+    return {
+      ...base,
+      reason: version === null
+        ? "svc schema not installed: run `svc migrate`"
+        : `schema version ${version} is older than ${EXPECTED_SCHEMA_VERSION}: run \`svc migrate\``,
+    };
+  }
+  const st = await engine.storageState();
+  base.storage = st.engine;
+  base.storage_transition = st.transition;
+  const runtimes = (await engine.listRuntimes(liveMs)).filter((r) => r.live);
+  base.live_runtimes = runtimes.length;
+  base.unhealthy_runtimes = runtimes.filter((r) => !r.ready).length;
+  base.ready = true;
+  return base;
+}

@@ -1,0 +1,85 @@
+/** Validation of enqueue input and the unique key. Invalid input throws before anything is written. */
+import { sha256 } from "@noble/hashes/sha2.js";
+import { bytesToHex } from "@noble/hashes/utils.js";
+import { ValidationError } from "../errors.ts";
+import type { EnqueueItem } from "../types.ts";
+import type { NewJob } from "../storage/engine.ts";
+
+/** Queue names: 1 to 48 characters of A-Z a-z 0-9 _ . - */
+export const QUEUE_NAME_RE: RegExp = /^[A-Za-z0-9_.-]{1,48}$/;
+
+/** Throws a ValidationError unless `name` is a valid queue name. */
+export function validateQueueName(name: unknown): string {
+  if (typeof name !== "string" || !QUEUE_NAME_RE.test(name)) {
+    throw new ValidationError(
+      `invalid queue name ${JSON.stringify(name)}: use 1 to 48 characters of A-Z a-z 0-9 _ . -`,
+    );
+  }
+  return name;
+}
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v) && !(v instanceof Date);
+}
+
+/** JSON with object keys sorted, so equal args give equal unique keys. */
+function canonicalJson(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(canonicalJson).join(",")}]`;
+  if (isPlainObject(v)) {
+    return `{${Object.keys(v).sort().filter((k) => v[k] !== undefined)
+      .map((k) => `${JSON.stringify(k)}:${canonicalJson(v[k])}`).join(",")}}`;
+  }
+  return JSON.stringify(v) ?? "null";
+}
+
+/** Validates one job and fills its defaults. */
+export function normalizeEnqueue(item: EnqueueItem, now: Date = new Date()): NewJob {
+  const { kind } = item;
+  if (typeof kind !== "string" || kind.length === 0 || kind.length > 255) {
+    throw new ValidationError("kind must be a non-empty string of at most 255 characters");
+  }
+  const args = item.args ?? {};
+  if (!isPlainObject(args)) throw new ValidationError(`args of ${kind} must be a JSON object`);
+  let argsJson: string;
+  try {
+    argsJson = JSON.stringify(args);
+  } catch (e) {
+    throw new ValidationError(`args of ${kind} must be JSON-serializable: ${(e as Error).message}`);
+  }
+  const queue = validateQueueName(item.queue ?? "default");
+  const priority = item.priority ?? 2;
+  if (!Number.isInteger(priority) || priority < 1 || priority > 4) {
+    throw new ValidationError(`priority must be an integer from 1 (highest) to 4, got ${JSON.stringify(priority)}`);
+  }
+  const maxAttempts = item.maxAttempts ?? 25;
+  if (!Number.isInteger(maxAttempts) || maxAttempts < 1 || maxAttempts > 1000) {
+    throw new ValidationError(`maxAttempts must be an integer from 1 to 1000, got ${JSON.stringify(maxAttempts)}`);
+  }
+  const runAt = item.runAt ?? null;
+  if (runAt !== null && (!(runAt instanceof Date) || Number.isNaN(runAt.getTime()))) {
+    throw new ValidationError("runAt must be a valid Date");
+  }
+  const tags = item.tags ?? [];
+  if (!Array.isArray(tags) || tags.some((t) => typeof t !== "string")) {
+    throw new ValidationError("tags must be an array of strings");
+  }
+  const metadata = item.metadata ?? {};
+  if (!isPlainObject(metadata)) throw new ValidationError("metadata must be a JSON object");
+
+  let uniqueKey: string | null = null;
+  if (item.unique) {
+    const u = item.unique;
+    if (u.periodMs !== undefined && (!Number.isFinite(u.periodMs) || u.periodMs <= 0)) {
+      throw new ValidationError("unique.periodMs must be a positive number of milliseconds");
+    }
+    if (u.onConflict !== undefined && u.onConflict !== "return" && u.onConflict !== "error") {
+      throw new ValidationError('unique.onConflict must be "return" or "error"');
+    }
+    const parts: string[] = [`kind=${kind}`];
+    if (u.byQueue) parts.push(`queue=${queue}`);
+    if (u.byArgs !== false) parts.push(`args=${canonicalJson(JSON.parse(argsJson))}`);
+    if (u.periodMs) parts.push(`period=${Math.floor((runAt ?? now).getTime() / u.periodMs)}`);
+    uniqueKey = bytesToHex(sha256(new TextEncoder().encode(parts.join("\n"))));
+  }
+  return { kind, queue, args, priority, runAt, maxAttempts, tags, metadata, uniqueKey };
+}

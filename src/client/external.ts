@@ -1,0 +1,32 @@
+/** External completion of callbacks: resume (in-process waiter), complete, fail, heartbeat. */
+import type { StorageEngine } from "../storage/engine.ts";
+import type { JobState } from "../types.ts";
+import { CallbackNotFoundError, CallbackNotPendingError, ValidationError } from "../errors.ts";
+
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** What a resolution returns: the job and its state after the call (`timeoutAt` after heartbeat). */
+export interface CallbackResult {
+  jobId: number;
+  callbackId: string;
+  state: JobState;
+  timeoutAt?: Date;
+}
+
+/** Resolves a callback, mapping "not found" and "not pending" to their errors. */
+export async function resolveExternal(
+  engine: StorageEngine,
+  callbackId: string,
+  action: "complete" | "resume" | "fail" | "heartbeat",
+  args: { payload?: unknown; error?: string; retryable?: boolean; timeoutSeconds?: number },
+): Promise<CallbackResult> {
+  if (typeof callbackId !== "string" || !UUID_RE.test(callbackId)) {
+    throw new ValidationError(`callback id must be a UUID, got ${JSON.stringify(callbackId)}`);
+  }
+  const r = await engine.resolveCallback(callbackId, action, args);
+  if (r.outcome === "not_found") throw new CallbackNotFoundError(callbackId);
+  if (r.outcome === "not_pending") throw new CallbackNotPendingError(callbackId, r.state);
+  const out: CallbackResult = { jobId: r.jobId!, callbackId: callbackId.toLowerCase(), state: r.state! };
+  if (r.timeoutAt) out.timeoutAt = r.timeoutAt;
+  return out;
+}

@@ -1,0 +1,54 @@
+/**
+ * Names derived from the `schema` option: the quoted schema, NOTIFY channels and advisory-lock keys,
+ * so that two schemas in one database never interfere.
+ */
+
+/** The default Postgres schema. */
+export const DEFAULT_SCHEMA = "svc";
+
+const SCHEMA_RE = /^[a-z_][a-z0-9_]{0,50}$/;
+
+/** Names for one schema. */
+export interface SchemaNames {
+  schema: string;
+  /** The schema as a quoted identifier. */
+  q: string;
+  /** NOTIFY channel with the queue name as payload when jobs become available. */
+  jobsChannel: string;
+  /** NOTIFY channel with a job id as payload when a job is cancelled. */
+  cancelChannel: string;
+  /** NOTIFY channel with a callback id as payload when a callback is resolved or expires. */
+  callbacksChannel: string;
+  /** Advisory-lock key of the leader (session level). */
+  leaderLockKey: number;
+  /** Advisory-lock key of migrations (transaction level). */
+  migrateLockKey: number;
+}
+
+/** Validates a schema name and derives its names. */
+export function schemaNames(schema: string = DEFAULT_SCHEMA): SchemaNames {
+  if (!SCHEMA_RE.test(schema)) {
+    throw new Error(
+      `invalid schema name ${JSON.stringify(schema)}: use 1 to 51 characters of a-z 0-9 _ starting with a letter or _`,
+    );
+  }
+  return {
+    schema,
+    q: `"${schema}"`,
+    jobsChannel: `${schema}_jobs`,
+    cancelChannel: `${schema}_cancel`,
+    callbacksChannel: `${schema}_callbacks`,
+    leaderLockKey: lockKey(`svc:leader:${schema}`),
+    migrateLockKey: lockKey(`svc:migrate:${schema}`),
+  };
+}
+
+/** A stable 52-bit key from a string (FNV-1a 64 folded), exact as a JS number and as a Postgres bigint. */
+function lockKey(s: string): number {
+  let h = 0xcbf29ce484222325n;
+  for (const b of new TextEncoder().encode(s)) {
+    h ^= BigInt(b);
+    h = (h * 0x100000001b3n) & 0xffffffffffffffffn;
+  }
+  return Number(h & 0xfffffffffffffn);
+}

@@ -1,0 +1,101 @@
+/**
+ * Errors users meet, each with a stable `code` (the REST API's `code` field and the CLI's exit rules
+ * come from it; see `src/http/errors.ts`).
+ */
+
+/** Base class: every svc error has a machine-readable code. */
+export class SvcError extends Error {
+  constructor(message: string, readonly code: string) {
+    super(message);
+    this.name = "SvcError";
+  }
+}
+
+/** Bad input: an enqueue option out of range, args not an object, a malformed id. Nothing was written. */
+export class ValidationError extends SvcError {
+  constructor(message: string) {
+    super(message, "invalid_request");
+    this.name = "ValidationError";
+  }
+}
+
+/** Throw from a handler to fail the job for good, whatever attempts remain. */
+export class TerminalError extends Error {
+  constructor(message = "terminal error") {
+    super(message);
+    this.name = "TerminalError";
+  }
+}
+
+/** A unique job with the same key is still in a non-terminal state (`onConflict: "error"`). */
+export class UniqueConflictError extends SvcError {
+  constructor(readonly existingJobId: number, key: string) {
+    super(`a job with unique key ${key} already exists (job ${existingJobId}) and is not finished`, "unique_conflict");
+    this.name = "UniqueConflictError";
+  }
+}
+
+/** The job's state does not allow the change (retry of a running job, cancel of a finished one). */
+export class InvalidStateError extends SvcError {
+  constructor(message: string) {
+    super(message, "invalid_state");
+    this.name = "InvalidStateError";
+  }
+}
+
+/** No job with that id. */
+export class JobNotFoundError extends SvcError {
+  constructor(id: number) {
+    super(`job ${id} not found`, "not_found");
+    this.name = "JobNotFoundError";
+  }
+}
+
+/** No callback with that id. */
+export class CallbackNotFoundError extends SvcError {
+  constructor(id: string) {
+    super(`callback ${id} not found`, "callback_not_found");
+    this.name = "CallbackNotFoundError";
+  }
+}
+
+/** The callback exists but was already resolved, superseded, expired, or its job was cancelled. */
+export class CallbackNotPendingError extends SvcError {
+  constructor(id: string, readonly jobState: string | null) {
+    super(
+      `callback ${id} is no longer pending (already resolved, superseded by a later attempt, past its deadline, ` +
+        `or its job is ${jobState ?? "gone"})`,
+      "callback_not_pending",
+    );
+    this.name = "CallbackNotPendingError";
+  }
+}
+
+/** The database schema is older than this binary expects. */
+export class SchemaOutdatedError extends SvcError {
+  constructor(current: number | null, expected: number) {
+    super(
+      current === null
+        ? `svc is not installed in this database (schema missing); run \`svc migrate\` first`
+        : `database schema version ${current} is older than this svc expects (${expected}); run \`svc migrate\``,
+      "schema_outdated",
+    );
+    this.name = "SchemaOutdatedError";
+  }
+}
+
+/** Returned by a handler to run the job again later without spending an attempt. */
+export interface Snooze {
+  readonly snoozeMs: number;
+}
+
+/** `return snooze(5000)` from a handler: scheduled again in 5 s, the attempt given back. */
+export function snooze(ms: number): Snooze {
+  if (!Number.isFinite(ms) || ms < 0) throw new ValidationError("snooze(ms): ms must be a finite number >= 0");
+  return { snoozeMs: ms };
+}
+
+/** Whether a handler's return value is a snooze. */
+export function isSnooze(v: unknown): v is Snooze {
+  return typeof v === "object" && v !== null && "snoozeMs" in v && Object.keys(v).length === 1;
+}

@@ -1,0 +1,93 @@
+/**
+ * The one module that touches the host runtime (Deno today; the npm build for Node swaps this file).
+ * Everything else in `src/` uses Web-standard APIs and npm packages only.
+ */
+
+// deno-lint-ignore no-explicit-any
+const D: any = (globalThis as any).Deno;
+
+/** Reads an environment variable; an empty value counts as unset. */
+export function env(name: string): string | undefined {
+  const v = D?.env?.get(name) ?? (globalThis as any).process?.env?.[name];
+  return v === undefined || v === "" ? undefined : v;
+}
+
+/** This machine's host name. */
+export function hostname(): string {
+  try {
+    return D?.hostname?.() ?? "localhost";
+  } catch {
+    return "localhost";
+  }
+}
+
+/** This process's id. */
+export function pid(): number {
+  return D?.pid ?? (globalThis as any).process?.pid ?? 0;
+}
+
+/** Reads a text file given as a URL (file: on disk, anything else with fetch). */
+export async function readText(url: URL): Promise<string> {
+  if (url.protocol === "file:" && D?.readTextFile) return await D.readTextFile(url);
+  const res = await fetch(url);
+  if (!res.ok) throw new Error(`cannot read ${url}: HTTP ${res.status}`);
+  return await res.text();
+}
+
+/** Reads a binary file given as a URL. */
+export async function readBytes(url: URL): Promise<Uint8Array> {
+  if (url.protocol === "file:" && D?.readFile) return await D.readFile(url);
+  const res = await fetch(url);
+  if (!res.ok) throw new Error(`cannot read ${url}: HTTP ${res.status}`);
+  return new Uint8Array(await res.arrayBuffer());
+}
+
+/** Calls `fn` on SIGINT and SIGTERM; returns a function that removes the handlers. */
+export function onShutdownSignal(fn: (signal: string) => void): () => void {
+  const sigs = ["SIGINT", "SIGTERM"];
+  const handlers = sigs.map((s) => {
+    const h = () => fn(s);
+    D.addSignalListener(s, h);
+    return [s, h] as const;
+  });
+  return () => handlers.forEach(([s, h]) => D.removeSignalListener(s, h));
+}
+
+/** A running HTTP server. */
+export interface HttpServer {
+  /** The address it listens on, as host:port. */
+  addr: { hostname: string; port: number };
+  close(): Promise<void>;
+}
+
+/** Serves a fetch handler on host:port (port 0 picks a free one). */
+export function serveHttp(
+  opts: { hostname: string; port: number; onListen?: (addr: { hostname: string; port: number }) => void },
+  handler: (req: Request) => Response | Promise<Response>,
+): HttpServer {
+  const server = D.serve({ hostname: opts.hostname, port: opts.port, onListen: () => {} }, handler);
+  const addr = server.addr as { hostname: string; port: number };
+  opts.onListen?.(addr);
+  return {
+    addr: { hostname: addr.hostname, port: addr.port },
+    close: async () => {
+      await server.shutdown();
+    },
+  };
+}
+
+/** Writes one line to standard error. */
+export function eprintln(line: string): void {
+  console.error(line);
+}
+
+/** Exits the process. */
+export function exit(code: number): never {
+  D.exit(code);
+  throw new Error("unreachable");
+}
+
+/** Command-line arguments after the script. */
+export function args(): string[] {
+  return [...(D?.args ?? [])];
+}

@@ -1,0 +1,60 @@
+/** Inserts jobs in one statement; unique conflicts come back as the existing job, marked duplicate. */
+import type { Db } from "../../db/connection.ts";
+import type { SchemaNames } from "../../db/names.ts";
+import type { Job } from "../../types.ts";
+import type { NewJob } from "../engine.ts";
+import { rowToJob } from "../job_row.ts";
+
+const NON_TERMINAL = `('scheduled', 'available', 'running', 'waiting_external', 'retryable')`;
+
+export async function enqueueJobs(db: Db, n: SchemaNames, jobs: NewJob[]): Promise<Job[]> {
+  if (jobs.length === 0) return [];
+  const input = jobs.map((j) => ({
+    kind: j.kind,
+    queue: j.queue,
+    args: j.args,
+    priority: j.priority,
+    run_at: j.runAt ? j.runAt.toISOString() : null,
+    max_attempts: j.maxAttempts,
+    tags: j.tags,
+    metadata: j.metadata,
+    unique_key: j.uniqueKey,
+  }));
+  const rows = await db.query(
+    `insert into ${n.q}.jobs (kind, queue, args, state, priority, run_at, max_attempts, tags, metadata, unique_key)
+     select i.kind, i.queue, i.args,
+            case when i.run_at > now() then 'scheduled' else 'available' end::${n.q}.job_state,
+            i.priority, coalesce(i.run_at, now()), i.max_attempts, i.tags, i.metadata, i.unique_key
+       from jsonb_to_recordset($1::text::jsonb) as i(kind text, queue text, args jsonb, priority smallint,
+            run_at timestamptz, max_attempts integer, tags text[], metadata jsonb, unique_key text)
+     on conflict (unique_key) where unique_key is not null and state in ${NON_TERMINAL} do nothing
+     returning *`,
+    [JSON.stringify(input)],
+  );
+  const inserted = rows.map(rowToJob).sort((a, b) => a.id - b.id);
+  if (inserted.length === jobs.length) return inserted;
+
+  // Some were duplicates: the inserted rows keep input order (ids are drawn in select order).
+  const insertedKeys = new Set(inserted.map((j) => j.uniqueKey).filter((k) => k !== null));
+  const missingKeys = jobs.map((j) => j.uniqueKey).filter((k): k is string => k !== null && !insertedKeys.has(k));
+  const existing = missingKeys.length === 0 ? [] : await db.query(
+    `select * from ${n.q}.jobs where unique_key = any($1::text[]) and state in ${NON_TERMINAL}`,
+    [missingKeys],
+  );
+  const byKey = new Map(existing.map((r) => [r.unique_key as string, rowToJob(r)]));
+  const out: Job[] = [];
+  let next = 0;
+  const seen = new Set<string>();
+  for (const j of jobs) {
+    const key = j.uniqueKey;
+    if (key !== null && (!insertedKeys.has(key) || seen.has(key))) {
+      const dup = byKey.get(key) ?? inserted.find((x) => x.uniqueKey === key);
+      if (!dup) throw new Error(`unique job ${key} conflicted but could not be read back; retry the enqueue`);
+      out.push({ ...dup, duplicate: true });
+      continue;
+    }
+    if (key !== null) seen.add(key);
+    out.push(inserted[next++]);
+  }
+  return out;
+}

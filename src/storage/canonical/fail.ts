@@ -1,0 +1,56 @@
+/** Failed attempts (retryable or failed), snoozes and parking, guarded by (id, run lease). */
+import type { Db } from "../../db/connection.ts";
+import type { SchemaNames } from "../../db/names.ts";
+import type { Job } from "../../types.ts";
+import type { Failure } from "../engine.ts";
+import { rowToJob } from "../job_row.ts";
+
+export async function failJob(db: Db, n: SchemaNames, f: Failure): Promise<Job | null> {
+  const rows = await db.query(
+    `with cur as (
+       select id, (attempt >= max_attempts or $4::boolean) as final from ${n.q}.jobs
+        where id = $1 and lease = $2 and state in ('running', 'waiting_external') for update)
+     update ${n.q}.jobs j
+        set state = case when cur.final then 'failed' else 'retryable' end::${n.q}.job_state,
+            run_at = case when cur.final then j.run_at else now() + $5::bigint * interval '1 millisecond' end,
+            finalized_at = case when cur.final then now() end,
+            heartbeat_at = null, deadline_at = null,
+            errors = j.errors || jsonb_build_array(jsonb_build_object(
+              'attempt', j.attempt, 'at', now(), 'error', $3::text, 'terminal', cur.final))
+       from cur where j.id = cur.id
+     returning j.*`,
+    [f.id, f.lease, f.error, f.terminal, Math.max(0, Math.round(f.retryDelayMs))],
+  );
+  return rows.length ? rowToJob(rows[0]) : null;
+}
+
+export async function snoozeJob(db: Db, n: SchemaNames, id: number, lease: number, delayMs: number): Promise<boolean> {
+  const rows = await db.query(
+    `update ${n.q}.jobs
+        set state = 'scheduled', attempt = attempt - 1, run_at = now() + $3::bigint * interval '1 millisecond',
+            heartbeat_at = null, deadline_at = null
+      where id = $1 and lease = $2 and state = 'running'
+      returning id`,
+    [id, lease, Math.max(0, Math.round(delayMs))],
+  );
+  return rows.length > 0;
+}
+
+export async function parkJob(db: Db, n: SchemaNames, id: number, lease: number): Promise<boolean> {
+  const rows = await db.query(
+    `update ${n.q}.jobs set state = 'waiting_external', heartbeat_at = null, deadline_at = null
+      where id = $1 and lease = $2 and state = 'running' returning id`,
+    [id, lease],
+  );
+  return rows.length > 0;
+}
+
+export async function heartbeatJobs(db: Db, n: SchemaNames, items: { id: number; lease: number }[]): Promise<void> {
+  if (items.length === 0) return;
+  await db.query(
+    `update ${n.q}.jobs j set heartbeat_at = now()
+       from jsonb_to_recordset($1::text::jsonb) as u(id bigint, lease integer)
+      where j.id = u.id and j.lease = u.lease and j.state = 'running'`,
+    [JSON.stringify(items)],
+  );
+}

@@ -1,0 +1,106 @@
+/** The leader's SQL: promotion, rescue, callback-timeout expiry and retention cleanup. Batched, idempotent. */
+import type { Db } from "../../db/connection.ts";
+import type { SchemaNames } from "../../db/names.ts";
+import type { MaintainedJob, Retention } from "../engine.ts";
+
+const BATCH = 1000;
+
+/** Makes due `scheduled` and `retryable` jobs `available` and wakes their queues. */
+export async function promoteDue(db: Db, n: SchemaNames): Promise<number> {
+  let total = 0;
+  for (;;) {
+    const rows = await db.query(
+      `with due as (
+         select id from ${n.q}.jobs where state in ('scheduled', 'retryable') and run_at <= now()
+          order by run_at limit $1 for update skip locked),
+       upd as (
+         update ${n.q}.jobs j set state = 'available' from due where j.id = due.id returning j.queue)
+       select (select count(*) from upd) as n,
+              (select count(pg_notify($2, queue)::text) from (select distinct queue from upd) q) as queues`,
+      [BATCH, n.jobsChannel],
+    );
+    const count = Number(rows[0].n);
+    total += count;
+    if (count < BATCH) return total;
+  }
+}
+
+/** Fails or retries running attempts whose heartbeat is stale or whose hard deadline passed. */
+export async function rescueStale(db: Db, n: SchemaNames, rescueAfterMs: number): Promise<MaintainedJob[]> {
+  const rows = await db.query(
+    `with stale as (
+       select id, case when deadline_at < now() then 'deadline exceeded'
+                       else 'heartbeat stale: worker presumed dead' end as reason,
+              attempt >= max_attempts as final
+         from ${n.q}.jobs
+        where state = 'running'
+          and (heartbeat_at < now() - $1::bigint * interval '1 millisecond' or deadline_at < now())
+        limit $2 for update skip locked),
+     upd as (
+       update ${n.q}.jobs j
+          set state = case when stale.final then 'failed' else 'retryable' end::${n.q}.job_state,
+              run_at = case when stale.final then j.run_at else now() + ${n.q}.backoff_delay(j.attempt) end,
+              finalized_at = case when stale.final then now() end,
+              heartbeat_at = null, deadline_at = null,
+              errors = j.errors || jsonb_build_array(jsonb_build_object(
+                'attempt', j.attempt, 'at', now(), 'error', 'rescued: ' || stale.reason, 'terminal', stale.final))
+         from stale where j.id = stale.id
+       returning j.id, j.kind, j.state::text as state, stale.reason)
+     select upd.*, pg_notify($3, upd.id::text)::text as notified from upd`,
+    [rescueAfterMs, BATCH, n.cancelChannel],
+  );
+  return rows.map((r) => ({ id: Number(r.id), kind: r.kind, state: r.state, reason: r.reason }));
+}
+
+/** Parked attempts whose callback deadline passed: `retryable` with backoff, or `failed` when exhausted. */
+export async function expireCallbacks(db: Db, n: SchemaNames): Promise<MaintainedJob[]> {
+  const rows = await db.query(
+    `with due as (
+       select id, callback_id, attempt >= max_attempts as final from ${n.q}.jobs
+        where state = 'waiting_external' and callback_timeout_at < now()
+        limit $1 for update skip locked),
+     upd as (
+       update ${n.q}.jobs j
+          set state = case when due.final then 'failed' else 'retryable' end::${n.q}.job_state,
+              run_at = case when due.final then j.run_at else now() + ${n.q}.backoff_delay(j.attempt) end,
+              finalized_at = case when due.final then now() end,
+              heartbeat_at = null, deadline_at = null,
+              errors = j.errors || jsonb_build_array(jsonb_build_object(
+                'attempt', j.attempt, 'at', now(), 'error', 'callback timed out', 'terminal', due.final))
+         from due where j.id = due.id
+       returning j.id, j.kind, j.state::text as state, due.callback_id),
+     cb as (
+       update ${n.q}.callbacks c set state = 'expired', resolved_at = now()
+        where c.id in (select callback_id from upd) and c.state = 'pending' returning c.id)
+     select upd.*, (select count(*) from cb) as expired,
+            pg_notify($2, upd.callback_id::text)::text as notified from upd`,
+    [BATCH, n.callbacksChannel],
+  );
+  return rows.map((r) => ({
+    id: Number(r.id),
+    kind: r.kind,
+    state: r.state,
+    reason: "callback timed out",
+    callbackId: r.callback_id,
+  }));
+}
+
+/** Deletes finished jobs past their retention (their callbacks go with them). */
+export async function cleanupFinished(db: Db, n: SchemaNames, r: Retention): Promise<number> {
+  let total = 0;
+  for (const [states, ms] of [[["completed"], r.completed], [["failed", "cancelled"], r.failed]] as const) {
+    for (;;) {
+      const rows = await db.query(
+        `with old as (
+           select id from ${n.q}.jobs
+            where state::text = any($1::text[]) and finalized_at < now() - $2::bigint * interval '1 millisecond'
+            limit 5000 for update skip locked)
+         delete from ${n.q}.jobs j using old where j.id = old.id returning j.id`,
+        [states, ms],
+      );
+      total += rows.length;
+      if (rows.length < 5000) break;
+    }
+  }
+  return total;
+}

@@ -1,0 +1,39 @@
+/** The runtimes table: one row per worker process, heartbeated with its queues and readiness. */
+import type { Db } from "../../db/connection.ts";
+import type { SchemaNames } from "../../db/names.ts";
+import type { RuntimeInfo } from "../../types.ts";
+import type { RuntimeReport } from "../engine.ts";
+
+export async function upsertRuntime(db: Db, n: SchemaNames, r: RuntimeReport): Promise<void> {
+  await db.query(
+    `insert into ${n.q}.runtimes (id, hostname, pid, queues, ready, leader, health)
+     values ($1, $2, $3, $4::text[], $5, $6, $7::text::jsonb)
+     on conflict (id) do update set queues = excluded.queues, ready = excluded.ready, leader = excluded.leader,
+        health = excluded.health, heartbeat_at = now()`,
+    [r.id, r.hostname, r.pid, r.queues, r.ready, r.leader, JSON.stringify(r.health)],
+  );
+}
+
+export async function deleteRuntime(db: Db, n: SchemaNames, id: string): Promise<void> {
+  await db.query(`delete from ${n.q}.runtimes where id = $1`, [id]);
+}
+
+/** Runtimes heartbeated within `liveWithinMs` (and older ones marked not live, for the UI). */
+export async function listRuntimes(db: Db, n: SchemaNames, liveWithinMs: number): Promise<RuntimeInfo[]> {
+  const rows = await db.query(
+    `select *, heartbeat_at > now() - $1::bigint * interval '1 millisecond' as live
+       from ${n.q}.runtimes order by started_at`,
+    [liveWithinMs],
+  );
+  return rows.map((r) => ({
+    id: r.id,
+    hostname: r.hostname,
+    pid: Number(r.pid),
+    queues: r.queues,
+    ready: r.ready,
+    leader: r.leader,
+    startedAt: r.started_at,
+    heartbeatAt: r.heartbeat_at,
+    live: r.live,
+  }));
+}

@@ -1,0 +1,50 @@
+/** Test helpers: each test gets its own schema in the shared database and drops it afterwards. */
+import postgres from "postgres";
+import { createClient, type Client, type ClientOptions } from "../../src/client/client.ts";
+
+/** The test database (env TEST_DATABASE_URL, else the local server). */
+export const DATABASE_URL: string = Deno.env.get("TEST_DATABASE_URL") ??
+  "postgres://postgres@127.0.0.1:5432/postgres";
+
+/** A fresh schema name. */
+export function freshSchema(prefix = "t"): string {
+  return `svct_${prefix}_${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`;
+}
+
+/** A migrated client on a fresh schema; `drop` removes the schema and closes the client. */
+export async function testClient(
+  opts: Partial<ClientOptions> = {},
+): Promise<{ client: Client; schema: string; drop: () => Promise<void> }> {
+  const schema = opts.schema ?? freshSchema();
+  const client = createClient({ databaseUrl: DATABASE_URL, maxConnections: 4, ...opts, schema });
+  await client.migrate();
+  return {
+    client,
+    schema,
+    drop: async () => {
+      await dropSchema(schema);
+      await client.close();
+    },
+  };
+}
+
+/** Drops a schema with everything in it. */
+export async function dropSchema(schema: string): Promise<void> {
+  const sql = postgres(DATABASE_URL, { max: 1, onnotice: () => {} });
+  try {
+    await sql.unsafe(`drop schema if exists "${schema}" cascade`);
+  } finally {
+    await sql.end();
+  }
+}
+
+/** Polls `fn` until it returns a truthy value or the timeout passes. */
+export async function waitFor<T>(fn: () => Promise<T> | T, timeoutMs = 10_000, what = "condition"): Promise<T> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > until) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
