@@ -109,8 +109,8 @@ export interface StorageEngine {
   snooze(id: number, lease: number, delayMs: number): Promise<boolean>;
   /** Heartbeats in-flight attempts. */
   heartbeat(items: { id: number; lease: number }[]): Promise<void>;
-  /** Parks a running attempt in `waiting_external`. */
-  park(id: number, lease: number): Promise<boolean>;
+  /** Parks a running attempt in `waiting_external`, unless its callback is no longer pending. */
+  park(id: number, lease: number, callbackId: string): Promise<boolean>;
 
   getJob(id: number): Promise<Job | null>;
   listJobs(opts: ListJobsOptions): Promise<JobPage>;

@@ -50,8 +50,8 @@ export class CanonicalEngine implements StorageEngine {
   heartbeat(items: { id: number; lease: number }[]): Promise<void> {
     return heartbeatJobs(this.db, this.n, items);
   }
-  park(id: number, lease: number): Promise<boolean> {
-    return parkJob(this.db, this.n, id, lease);
+  park(id: number, lease: number, callbackId: string): Promise<boolean> {
+    return parkJob(this.db, this.n, id, lease, callbackId);
   }
   getJob(id: number): Promise<Job | null> {
     return getJob(this.db, this.n, id);

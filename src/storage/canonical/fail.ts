@@ -36,11 +36,14 @@ export async function snoozeJob(db: Db, n: SchemaNames, id: number, lease: numbe
   return rows.length > 0;
 }
 
-export async function parkJob(db: Db, n: SchemaNames, id: number, lease: number): Promise<boolean> {
+/** Parks the attempt unless its callback was already resolved (the resolver locks the job row too). */
+export async function parkJob(db: Db, n: SchemaNames, id: number, lease: number, callbackId: string): Promise<boolean> {
   const rows = await db.query(
-    `update ${n.q}.jobs set state = 'waiting_external', heartbeat_at = null, deadline_at = null
-      where id = $1 and lease = $2 and state = 'running' returning id`,
-    [id, lease],
+    `update ${n.q}.jobs j set state = 'waiting_external', heartbeat_at = null, deadline_at = null
+      where j.id = $1 and j.lease = $2 and j.state = 'running' and j.callback_id = $3::uuid
+        and exists (select 1 from ${n.q}.callbacks c where c.id = $3::uuid and c.state = 'pending')
+      returning j.id`,
+    [id, lease, callbackId],
   );
   return rows.length > 0;
 }

@@ -1,0 +1,33 @@
+/**
+ * svc: a job queue for TypeScript whose whole state lives in PostgreSQL.
+ *
+ * @module
+ */
+export { createClient } from "./src/client/client.ts";
+export type { Client, ClientOptions, ClientTransaction } from "./src/client/client.ts";
+export type { CallbackResult } from "./src/client/external.ts";
+export { createWorker } from "./src/worker/worker.ts";
+export type { QueueConfig, Worker, WorkerOptions } from "./src/worker/worker.ts";
+export type { Handler, HandlerDefinition, HandlerEntry } from "./src/worker/handlers.ts";
+export { defaultBackoff } from "./src/worker/handlers.ts";
+export type { JobContext } from "./src/worker/job_context.ts";
+export { CallbackEndedError } from "./src/worker/job_context.ts";
+export type { WorkerEvents } from "./src/worker/events.ts";
+export { silentLogger } from "./src/worker/logger.ts";
+export {
+  CallbackNotFoundError,
+  CallbackNotPendingError,
+  InvalidStateError,
+  JobNotFoundError,
+  SchemaOutdatedError,
+  snooze,
+  SvcError,
+  TerminalError,
+  UniqueConflictError,
+  ValidationError,
+} from "./src/errors.ts";
+export type { Snooze } from "./src/errors.ts";
+export { SchemaTooNewError } from "./src/db/migrate.ts";
+export { EXPECTED_SCHEMA_VERSION } from "./src/db/schema_version.ts";
+export * from "./src/contract/mod.ts";
+export * from "./src/types.ts";

@@ -1,0 +1,133 @@
+/**
+ * Runs one claimed attempt: builds its context, enforces the deadline, and records the outcome
+ * (completed, retryable/failed, snoozed, parked). Every write carries the run lease.
+ */
+import type { StorageEngine } from "../storage/engine.ts";
+import type { Job, Logger } from "../types.ts";
+import { isSnooze, TerminalError } from "../errors.ts";
+import type { Completer } from "./completer.ts";
+import type { CallbackWaiters } from "./callback_waiters.ts";
+import { type AbortReason, createJobContext } from "./job_context.ts";
+import { defaultBackoff, type KindRunner, PARKED } from "./handlers.ts";
+import { emit, type WorkerEvents } from "./events.ts";
+
+/** Shared by every dispatcher of a worker. */
+export interface ExecutorDeps {
+  engine: StorageEngine;
+  runners: Map<string, KindRunner>;
+  completer: Completer;
+  waiters: CallbackWaiters;
+  logger: Logger;
+  on: WorkerEvents;
+  pollInterval: number;
+}
+
+/** An attempt in flight. */
+export interface InFlight {
+  job: Job;
+  abort(reason: AbortReason): void;
+  /** Settles when the attempt's outcome is recorded (or given up). */
+  done: Promise<void>;
+}
+
+function message(e: unknown): string {
+  if (e instanceof Error) return e.message || e.name;
+  try {
+    return typeof e === "string" ? e : JSON.stringify(e);
+  } catch {
+    return String(e);
+  }
+}
+
+/** Starts an attempt; `onSettled` runs once the slot can be reused. */
+export function execute(job: Job, d: ExecutorDeps, onSettled: () => void): InFlight {
+  const ac = new AbortController();
+  let abortedWith: AbortReason | null = null;
+  let abortNow!: () => void;
+  const aborted = new Promise<void>((r) => (abortNow = r));
+  const abort = (reason: AbortReason) => {
+    if (abortedWith) return;
+    abortedWith = reason;
+    ac.abort(reason);
+    abortNow();
+  };
+  const runner = d.runners.get(job.kind);
+  const timer = runner?.timeout ? setTimeout(() => abort("deadline"), runner.timeout) : null;
+
+  const done = (async () => {
+    let outcome: { ok: true; value: unknown } | { ok: false; error: unknown };
+    if (!runner) {
+      outcome = { ok: false, error: new Error(`no handler registered for kind ${job.kind} in this worker`) };
+    } else {
+      const ctx = createJobContext(job, ac.signal, d.engine, d.waiters, d.pollInterval * 4);
+      const p = (async () => await runner.run(job, ctx))().then(
+        (value) => ({ ok: true as const, value }),
+        (error) => ({ ok: false as const, error }),
+      );
+      outcome = await Promise.race([p, aborted.then(() => null)]) ?? { ok: false, error: null };
+    }
+    if (timer) clearTimeout(timer);
+    try {
+      await record(job, runner, outcome, abortedWith, d);
+    } catch (e) {
+      // The attempt stays as it was; the leader's rescue finds it once its heartbeat is stale.
+      d.logger.error(`svc: could not record the outcome of job ${job.id}: ${message(e)}`);
+    }
+  })().finally(onSettled);
+
+  return { job, abort, done };
+}
+
+async function record(
+  job: Job,
+  runner: KindRunner | undefined,
+  outcome: { ok: true; value: unknown } | { ok: false; error: unknown },
+  abortedWith: AbortReason | null,
+  d: ExecutorDeps,
+): Promise<void> {
+  const { engine, logger, on } = d;
+  if (abortedWith === "cancelled" || abortedWith === "rescued") return; // someone else already changed the job
+  if (abortedWith === "shutdown" || abortedWith === "deadline") {
+    const error = abortedWith === "shutdown"
+      ? "aborted by shutdown"
+      : `deadline exceeded: the handler ran longer than its timeout of ${runner?.timeout} ms`;
+    return await fail(job, runner, error, false, abortedWith === "shutdown" ? 0 : undefined, d);
+  }
+  if (outcome.ok) {
+    const v = outcome.value;
+    if (v === PARKED) return;
+    if (isSnooze(v)) {
+      if (await engine.snooze(job.id, job.lease, v.snoozeMs)) emit(on, logger, "snoozed", job, v.snoozeMs);
+      return;
+    }
+    if (await d.completer.add({ id: job.id, lease: job.lease, result: v === undefined ? null : v })) {
+      emit(on, logger, "completed", { ...job, state: "completed", result: v ?? null });
+    }
+    return;
+  }
+  const terminal = outcome.error instanceof TerminalError;
+  await fail(job, runner, message(outcome.error), terminal, undefined, d, outcome.error);
+}
+
+async function fail(
+  job: Job,
+  runner: KindRunner | undefined,
+  error: string,
+  terminal: boolean,
+  delayMs: number | undefined,
+  d: ExecutorDeps,
+  cause: unknown = new Error(error),
+): Promise<void> {
+  const capped = runner?.maxAttempts !== undefined && job.attempt >= runner.maxAttempts;
+  const delay = delayMs ?? (runner?.backoff ?? defaultBackoff)(job.attempt);
+  const after = await d.engine.fail({
+    id: job.id,
+    lease: job.lease,
+    error,
+    terminal: terminal || capped,
+    retryDelayMs: delay,
+  });
+  if (!after) return;
+  if (after.state === "failed") emit(d.on, d.logger, "failed", after, cause);
+  else emit(d.on, d.logger, "retried", after, cause);
+}

@@ -1,0 +1,8 @@
+/** Leader duty: parked attempts whose callback deadline passed become `retryable` (or `failed` when exhausted). */
+import type { MaintenanceContext } from "./maintenance.ts";
+
+export async function expireCallbacks(m: MaintenanceContext): Promise<void> {
+  for (const job of await m.engine.expireCallbacks()) {
+    m.logger.info(`svc: callback of job ${job.id} (${job.kind}) timed out; now ${job.state}`);
+  }
+}

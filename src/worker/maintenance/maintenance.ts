@@ -1,0 +1,96 @@
+/**
+ * The maintenance loop: every tick it runs one election step; while leader it runs the duties, each
+ * in its own file. Duties are single idempotent statements, so a leader that has just lost its lock
+ * and runs one more tick does no harm.
+ */
+import type { Retention, StorageEngine } from "../../storage/engine.ts";
+import type { Logger } from "../../types.ts";
+import type { WorkerEvents } from "../events.ts";
+import type { LeaderElection } from "../leader.ts";
+import { Wakeup } from "../wakeup.ts";
+import { promote } from "./promote.ts";
+import { rescue } from "./rescue.ts";
+import { expireCallbacks } from "./callback_timeouts.ts";
+import { cleanup } from "./cleanup.ts";
+
+/** What duties get. */
+export interface MaintenanceContext {
+  engine: StorageEngine;
+  logger: Logger;
+  on: WorkerEvents;
+  rescueAfter: number;
+  retention: Retention;
+}
+
+/** A duty with its period. */
+export interface Duty {
+  name: string;
+  everyMs: number;
+  run: (m: MaintenanceContext) => Promise<void>;
+}
+
+export class MaintenanceLoop {
+  private stopping = false;
+  private loop: Promise<void> | null = null;
+  private readonly wakeup = new Wakeup();
+  private readonly lastRun = new Map<string, number>();
+  lastTick = Date.now();
+  readonly duties: Duty[];
+
+  constructor(
+    private readonly m: MaintenanceContext,
+    private readonly election: LeaderElection,
+    readonly intervalMs: number,
+    private readonly electionIntervalMs: number,
+    extraDuties: Duty[] = [],
+  ) {
+    this.duties = [
+      { name: "promote", everyMs: intervalMs, run: promote },
+      { name: "callback_timeouts", everyMs: intervalMs, run: expireCallbacks },
+      { name: "rescue", everyMs: intervalMs, run: rescue },
+      { name: "cleanup", everyMs: 60_000, run: cleanup },
+      ...extraDuties,
+    ];
+  }
+
+  start(): void {
+    this.loop = this.run();
+  }
+
+  async stop(): Promise<void> {
+    this.stopping = true;
+    this.wakeup.notify();
+    await this.loop;
+    await this.election.resign();
+  }
+
+  alive(now = Date.now()): boolean {
+    const period = Math.min(this.intervalMs, this.electionIntervalMs);
+    return !this.stopping && now - this.lastTick < 3 * Math.max(period, 1000) + 2000;
+  }
+
+  private async run(): Promise<void> {
+    let lastElection = 0;
+    while (!this.stopping) {
+      this.lastTick = Date.now();
+      if (this.election.isLeader || Date.now() - lastElection >= this.electionIntervalMs) {
+        lastElection = Date.now();
+        await this.election.tick();
+      }
+      if (this.election.isLeader) {
+        for (const d of this.duties) {
+          if (this.stopping) break;
+          const last = this.lastRun.get(d.name) ?? 0;
+          if (Date.now() - last < d.everyMs) continue;
+          this.lastRun.set(d.name, Date.now());
+          try {
+            await d.run(this.m);
+          } catch (e) {
+            this.m.logger.error(`svc: maintenance duty ${d.name} failed: ${(e as Error).message}`);
+          }
+        }
+      }
+      await this.wakeup.wait(this.election.isLeader ? this.intervalMs : Math.min(this.intervalMs, this.electionIntervalMs));
+    }
+  }
+}

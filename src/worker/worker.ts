@@ -1,0 +1,264 @@
+/**
+ * `createWorker`: the application process. Owns one dispatcher per queue, the heartbeat loop, the
+ * maintenance loop (elected leader), the notifier, and their lifecycle from `start` to `shutdown`.
+ */
+import { connect, type Sql } from "../db/connection.ts";
+import { type Client, createClient } from "../client/client.ts";
+import { EXPECTED_SCHEMA_VERSION, readSchemaVersion } from "../db/schema_version.ts";
+import { fromPostgres } from "../db/connection.ts";
+import { SchemaOutdatedError, ValidationError } from "../errors.ts";
+import { env, hostname, pid } from "../runtime/runtime.ts";
+import type { Logger, ReadinessReport } from "../types.ts";
+import type { Retention } from "../storage/engine.ts";
+import { validateQueueName } from "../client/enqueue_input.ts";
+import { Dispatcher, type QueueConfig } from "./dispatcher.ts";
+import type { ExecutorDeps, InFlight } from "./executor.ts";
+import { type HandlerEntry, type KindRunner, toRunner } from "./handlers.ts";
+import { Completer } from "./completer.ts";
+import { CallbackWaiters } from "./callback_waiters.ts";
+import { HeartbeatLoop } from "./heartbeat.ts";
+import { LeaderElection } from "./leader.ts";
+import { type Duty, MaintenanceLoop } from "./maintenance/maintenance.ts";
+import { listenNotifier, type Notifier, pollingNotifier } from "./notifier.ts";
+import type { WorkerEvents } from "./events.ts";
+import { emit } from "./events.ts";
+import { quietLogger } from "./logger.ts";
+
+export type { QueueConfig } from "./dispatcher.ts";
+
+/** Options of `createWorker`. */
+export interface WorkerOptions {
+  /** Postgres URL (default env DATABASE_URL); the worker opens its own pool. */
+  databaseUrl?: string;
+  /** Or a client whose pool the worker shares. */
+  client?: Client;
+  /** Postgres schema (default `svc`). */
+  schema?: string;
+  /** Shared pool size (default 10); the leader's connection and the LISTEN connection come on top. */
+  maxConnections?: number;
+  /** Queues this process works, with their concurrency. */
+  queues: Record<string, QueueConfig>;
+  /** Handlers per job kind. */
+  handlers?: Record<string, HandlerEntry>;
+  /** Poll interval of the claim loops in ms (default 500). */
+  pollInterval?: number;
+  /** Heartbeat interval in ms (default 30 000). */
+  heartbeatInterval?: number;
+  /** A running attempt whose heartbeat is older than this is rescued (default 90 000 ms). */
+  rescueAfter?: number;
+  /** How often a non-leader tries to take leadership, in ms (default 10 000). */
+  leaderElectionInterval?: number;
+  /** How often the leader runs its duties, in ms (default 1 000). */
+  maintenanceInterval?: number;
+  /** Retention of finished jobs in ms (completed 24 h, failed/cancelled 7 days). `completed: 0` deletes at completion. */
+  retention?: Partial<Retention>;
+  /** Use LISTEN/NOTIFY wake-ups (default true); without it the claim loops poll. */
+  listen?: boolean;
+  /** Anything with debug/info/warn/error (default: console without debug). */
+  logger?: Logger;
+  /** Event hooks. */
+  on?: WorkerEvents;
+}
+
+/** A worker process. */
+export interface Worker {
+  /** This process's id in the runtimes table. */
+  readonly id: string;
+  /** Whether this process is the elected leader now. */
+  readonly isLeader: boolean;
+  start(): Promise<void>;
+  /** Stops claiming, drains in-flight handlers up to `drainTimeout` ms (default 30 000), then aborts the rest. */
+  shutdown(drainTimeout?: number): Promise<void>;
+  /** Exactly the `/readyz` body. */
+  healthCheck(): Promise<ReadinessReport>;
+}
+
+/** Extension points for the parts of a worker built in their own modules (HTTP workers, cron, health listener). */
+export interface WorkerExtensions {
+  /** Extra executors per job kind (the HTTP worker registers here). */
+  runners?: Map<string, KindRunner>;
+  /** Extra leader duties (cron). */
+  duties?: Duty[];
+  /** Called after start with the worker; returns a stop function (the health listener). */
+  onStart?: ((w: Worker) => Promise<() => Promise<void>>)[];
+}
+
+/** Creates a worker; nothing connects before `start()`. */
+export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): Worker {
+  const logger = opts.logger ?? quietLogger;
+  const on = opts.on ?? {};
+  const pollInterval = opts.pollInterval ?? 500;
+  const heartbeatInterval = opts.heartbeatInterval ?? 30_000;
+  const rescueAfter = opts.rescueAfter ?? 90_000;
+  const electionInterval = opts.leaderElectionInterval ?? 10_000;
+  const maintenanceInterval = opts.maintenanceInterval ?? 1_000;
+  const retention: Retention = { completed: 86_400_000, failed: 604_800_000, ...opts.retention };
+  const maxConnections = opts.maxConnections ?? 10;
+  if (!opts.queues || Object.keys(opts.queues).length === 0) {
+    throw new ValidationError("createWorker: configure at least one queue, e.g. queues: { default: { maxWorkers: 10 } }");
+  }
+  Object.keys(opts.queues).forEach(validateQueueName);
+
+  let sql: Sql;
+  let client: Client;
+  let ownsPool = false;
+  if (opts.client) {
+    client = opts.client;
+    sql = client.sql;
+  } else {
+    const url = opts.databaseUrl ?? env("DATABASE_URL");
+    if (!url) throw new ValidationError("createWorker: no database URL: pass databaseUrl or set DATABASE_URL");
+    // +1: the leader's reserved connection comes on top of the shared pool.
+    sql = connect(url, { max: maxConnections + 1, applicationName: "svc-worker" });
+    client = createClient({ sql, schema: opts.schema, heartbeatInterval });
+    ownsPool = true;
+  }
+  const engine = client.engine;
+  const names = client.names;
+  const id = `${hostname()}:${pid()}:${crypto.randomUUID().slice(0, 8)}`;
+
+  const runners = new Map<string, KindRunner>();
+  for (const [kind, entry] of Object.entries(opts.handlers ?? {})) runners.set(kind, toRunner(kind, entry));
+  for (const [kind, r] of ext.runners ?? []) {
+    if (runners.has(kind)) throw new ValidationError(`kind ${kind} has both a handler and an HTTP worker; keep one`);
+    runners.set(kind, r);
+  }
+  const timeoutsMs: Record<string, number> = {};
+  for (const [kind, r] of runners) if (r.timeout) timeoutsMs[kind] = r.timeout;
+
+  const inFlight = new Map<number, InFlight>();
+  const waiters = new CallbackWaiters();
+  const completer = new Completer(engine, retention.completed === 0, logger);
+  const deps: ExecutorDeps = { engine, runners, completer, waiters, logger, on, pollInterval };
+  const dispatchers = new Map<string, Dispatcher>();
+  for (const [queue, cfg] of Object.entries(opts.queues)) {
+    dispatchers.set(
+      queue,
+      new Dispatcher(queue, cfg, engine, deps, inFlight, id, timeoutsMs, pollInterval, logger),
+    );
+  }
+
+  let started = false;
+  let shuttingDown = false;
+  let notifier: Notifier = pollingNotifier();
+  const stops: (() => Promise<void>)[] = [];
+
+  const election = new LeaderElection(sql, names.leaderLockKey, logger, (leader) => {
+    logger.info(`svc: runtime ${id} ${leader ? "is now the leader" : "is no longer the leader"}`);
+    emit(on, logger, "leader", leader);
+    heartbeat.poke();
+  });
+  const maintenance = new MaintenanceLoop(
+    { engine, logger, on, rescueAfter, retention },
+    election,
+    maintenanceInterval,
+    electionInterval,
+    ext.duties,
+  );
+
+  const localReadiness = (): boolean =>
+    started && !shuttingDown && heartbeat.lastOk && [...dispatchers.values()].every((d) => d.alive()) &&
+    maintenance.alive();
+
+  const heartbeat = new HeartbeatLoop(
+    engine,
+    inFlight,
+    () => ({
+      id,
+      hostname: hostname(),
+      pid: pid(),
+      queues: [...dispatchers.keys()],
+      ready: localReadiness(),
+      leader: election.isLeader,
+      health: { in_flight: inFlight.size, listening: notifier.listening },
+    }),
+    heartbeatInterval,
+    logger,
+  );
+
+  const worker: Worker = {
+    id,
+    get isLeader() {
+      return election.isLeader;
+    },
+    async start() {
+      if (started) throw new Error("worker already started");
+      const version = await readSchemaVersion(fromPostgres(sql), names);
+      if (version === null || version < EXPECTED_SCHEMA_VERSION) {
+        throw new SchemaOutdatedError(version, EXPECTED_SCHEMA_VERSION);
+      }
+      const claimers = [...dispatchers.values()].reduce((a, d) => a + d.claimers, 0);
+      if (maxConnections < claimers + 5) {
+        logger.warn(
+          `svc: maxConnections ${maxConnections} is below the guideline sum(claimers) + 5 = ${claimers + 5}; ` +
+            `raise maxConnections to leave room for handlers, heartbeats and admin queries`,
+        );
+      }
+      if (opts.listen !== false) {
+        notifier = listenNotifier(sql, logger);
+        await notifier.subscribe(names.jobsChannel, (queue) => dispatchers.get(queue)?.wake());
+        await notifier.subscribe(names.cancelChannel, (jobId) => inFlight.get(Number(jobId))?.abort("cancelled"));
+        await notifier.subscribe(names.callbacksChannel, (cb) => waiters.wake(cb));
+      }
+      started = true;
+      await heartbeat.beat();
+      heartbeat.start();
+      dispatchers.forEach((d) => d.start());
+      maintenance.start();
+      for (const hook of ext.onStart ?? []) stops.push(await hook(worker));
+      logger.info(`svc: worker ${id} started on queues ${[...dispatchers.keys()].join(", ")}`);
+    },
+    async shutdown(drainTimeout = 30_000) {
+      if (!started || shuttingDown) return;
+      shuttingDown = true;
+      heartbeat.poke();
+      await Promise.all([...dispatchers.values()].map((d) => d.stop()));
+      const until = Date.now() + drainTimeout;
+      while (inFlight.size > 0 && Date.now() < until) {
+        await Promise.race([
+          Promise.allSettled([...inFlight.values()].map((f) => f.done)),
+          new Promise((r) => setTimeout(r, Math.max(0, until - Date.now()))),
+        ]);
+      }
+      const rest = [...inFlight.values()];
+      if (rest.length) logger.warn(`svc: aborting ${rest.length} handlers still running after the drain timeout`);
+      rest.forEach((f) => f.abort("shutdown"));
+      await Promise.allSettled(rest.map((f) => f.done));
+      await completer.drain();
+      await maintenance.stop();
+      await heartbeat.stop();
+      for (const stop of stops.reverse()) await stop().catch(() => {});
+      await engine.deleteRuntime(id).catch(() => {});
+      await notifier.close();
+      if (ownsPool) await sql.end({ timeout: 5 });
+      logger.info(`svc: worker ${id} stopped`);
+    },
+    async healthCheck() {
+      let connected = false;
+      let version: number | null = null;
+      try {
+        version = await Promise.race([
+          readSchemaVersion(fromPostgres(sql), names),
+          new Promise<never>((_, rej) => setTimeout(() => rej(new Error("timeout")), 2000)),
+        ]);
+        connected = true;
+      } catch { /* unreachable */ }
+      const r: ReadinessReport = {
+        ready: false,
+        postgres_connected: connected,
+        schema_version: version,
+        expected_schema_version: EXPECTED_SCHEMA_VERSION,
+        schema_compatible: version !== null && version >= EXPECTED_SCHEMA_VERSION,
+        poll_loop_alive: started && [...dispatchers.values()].every((d) => d.alive()),
+        heartbeat_alive: started && heartbeat.alive(),
+        maintenance_alive: started && maintenance.alive(),
+        shutting_down: shuttingDown,
+        leader: election.isLeader,
+      };
+      r.ready = r.postgres_connected && r.schema_compatible && r.poll_loop_alive && r.heartbeat_alive &&
+        r.maintenance_alive && !r.shutting_down;
+      return r;
+    },
+  };
+  return worker;
+}
