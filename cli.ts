@@ -1,0 +1,49 @@
+#!/usr/bin/env -S deno run -A
+/**
+ * `svc`: the operator CLI. Each command group lives in `src/cli/<group>.ts`.
+ *
+ * @module
+ */
+import { Command, CommanderError } from "commander";
+import { CliError, toCliError } from "./src/cli/common.ts";
+import { migrateCommand } from "./src/cli/migrate.ts";
+import { args, eprintln, exit } from "./src/runtime/runtime.ts";
+import denoJson from "./deno.json" with { type: "json" };
+
+/** Builds the `svc` program (exported for tests and embedding). */
+export function buildProgram(): Command {
+  const program = new Command("svc")
+    .description("svc: a PostgreSQL job queue — operator CLI")
+    .version(denoJson.version)
+    .option("--database-url <url>", "PostgreSQL URL (default: env DATABASE_URL)")
+    .option("--schema <name>", "Postgres schema of svc (default: svc)")
+    .showHelpAfterError("(run with --help for usage)")
+    .exitOverride();
+  program.addCommand(migrateCommand());
+  return program;
+}
+
+/** Runs the CLI with `argv` (without the executable); returns the exit code. */
+export async function main(argv: string[]): Promise<number> {
+  const program = buildProgram();
+  program.commands.forEach(function override(c: Command) {
+    c.exitOverride();
+    c.commands.forEach(override);
+  });
+  try {
+    await program.parseAsync(argv, { from: "user" });
+    return 0;
+  } catch (e) {
+    if (e instanceof CommanderError) {
+      if (e.code === "commander.helpDisplayed" || e.code === "commander.version" || e.code === "commander.help") {
+        return 0;
+      }
+      return 2; // commander already printed the one-line error
+    }
+    const err = e instanceof CliError ? e : toCliError(e);
+    eprintln(`error: ${err.message}`);
+    return err.exitCode;
+  }
+}
+
+if (import.meta.main) exit(await main(args()));
