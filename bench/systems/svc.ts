@@ -1,0 +1,229 @@
+/**
+ * svc adapter, written against shared/spec/api.md: `createClient` / `createWorker` from mod.ts,
+ * `enqueue` for single jobs, `enqueueMany` (one round trip) for batches, a worker with
+ * `queues: { default: { maxWorkers, claimers } }` and a no-op handler. `retentionZero` sets
+ * `retention: { completed: 0 }` (graphile-worker deletes completed jobs; the default keeps them 24 h).
+ *
+ * mod.ts is imported lazily: when it is missing, or lacks createClient/createWorker, `load()`
+ * throws and the harness skips svc with the reason.
+ */
+// deno-lint-ignore-file no-explicit-any
+import {
+  BaseSystem,
+  type BenchPayload,
+  type HttpRoundTripResult,
+  type JobHandler,
+  withTimeout,
+} from "./base.ts";
+import { now, sleep } from "../lib.ts";
+
+const KIND = "bench_noop";
+const HTTP_KIND = "bench_http";
+const CALLBACK_PREFIX = "/api/callbacks";
+const UNFINISHED = ["scheduled", "available", "running", "waiting_external", "retryable"];
+const silent = {
+  debug() {},
+  info() {},
+  warn() {},
+  error(...a: unknown[]) {
+    console.error("  svc:", ...a);
+  },
+};
+
+let svc: any = null;
+
+/** Imports mod.ts; throws with a clear message when svc's core library is not there yet. */
+export async function load(): Promise<any> {
+  if (svc) return svc;
+  const url = new URL("../../mod.ts", import.meta.url).href;
+  let mod: any;
+  try {
+    mod = await import(url);
+  } catch (e) {
+    throw new Error(`cannot import mod.ts: ${(e as Error).message.split("\n")[0]}`);
+  }
+  for (const name of ["createClient", "createWorker"]) {
+    if (typeof mod[name] !== "function") throw new Error(`mod.ts does not export ${name} yet`);
+  }
+  svc = mod;
+  return mod;
+}
+
+function claimers(): number | undefined {
+  const v = Deno.env.get("BENCH_SVC_CLAIMERS");
+  return v ? Number(v) : undefined;
+}
+
+export default class SvcSystem extends BaseSystem {
+  readonly name = "svc";
+  readonly label = "svc";
+  readonly schemas = ["svc"];
+  private client: any = null;
+  private worker: any = null;
+
+  describe(concurrency: number, poolSize: number): string {
+    const c = claimers();
+    return `svc (this repo): createClient({ maxConnections: ${poolSize} }), createWorker({ client, queues: ` +
+      `{ default: { maxWorkers: ${concurrency}${c ? `, claimers: ${c}` : ""} } }, handlers: { ${KIND} } }) ` +
+      `with default timings; client.enqueue() for single enqueue, client.enqueueMany() for batches`;
+  }
+
+  protected async install(): Promise<void> {
+    const mod = await load();
+    this.client = mod.createClient({ databaseUrl: this.url, maxConnections: this.opts.poolSize });
+    await this.client.migrate();
+  }
+
+  protected async uninstall(): Promise<void> {
+    if (this.worker) await this.stopWorkers();
+    await this.client?.close();
+    this.client = null;
+  }
+
+  protected async enqueueOne(payload: BenchPayload): Promise<void> {
+    await this.client.enqueue(KIND, payload);
+  }
+
+  protected async enqueueMany(payloads: BenchPayload[]): Promise<void> {
+    await this.client.enqueueMany(payloads.map((args) => ({ kind: KIND, args })));
+  }
+
+  private workerOptions(extra: Record<string, unknown>): Record<string, unknown> {
+    const opts: Record<string, unknown> = { client: this.client, logger: silent, ...extra };
+    if (this.opts.retentionZero) opts.retention = { completed: 0 };
+    return opts;
+  }
+
+  protected async startWorkers(concurrency: number, onJob: JobHandler): Promise<void> {
+    const c = claimers();
+    this.worker = svc.createWorker(this.workerOptions({
+      queues: { default: c ? { maxWorkers: concurrency, claimers: c } : { maxWorkers: concurrency } },
+      handlers: {
+        [KIND]: async (job: any) => {
+          onJob(job.args as BenchPayload);
+          await Promise.resolve();
+          return null;
+        },
+      },
+    }));
+    await this.worker.start();
+  }
+
+  protected async stopWorkers(): Promise<void> {
+    const w = this.worker;
+    this.worker = null;
+    if (w) await w.shutdown(10_000);
+  }
+
+  protected async unfinished(): Promise<number> {
+    const page = await this.client.listJobs({ state: UNFINISHED, limit: 1000 });
+    return page.jobs.length;
+  }
+
+  /**
+   * Row 4: HTTP worker in async mode. A local function server answers 202 at once and then POSTs
+   * `complete` to the callback URL it was given; the callback receiver is svc's own
+   * createCallbackRouter (unsigned) on another local port. Throughput: n jobs queued with
+   * enqueueMany, from worker ready to the last `complete` answered 200. Latency: `latencyCount`
+   * jobs enqueued `gapMs` apart, enqueue call to the `complete` callback's 200 answer.
+   */
+  async httpRoundTrip(n: number, latencyCount: number, gapMs: number): Promise<HttpRoundTripResult> {
+    if (typeof svc.createCallbackRouter !== "function") {
+      throw new Error("mod.ts does not export createCallbackRouter yet");
+    }
+    const router = svc.createCallbackRouter(this.client, {
+      pathPrefix: CALLBACK_PREFIX,
+      auth: { kind: "unsigned" },
+    });
+    const ac = new AbortController();
+    const receiver = Deno.serve(
+      { hostname: "127.0.0.1", port: 0, signal: ac.signal, onListen() {} },
+      (req: Request) => router.fetch(req),
+    );
+    let onDone: (args: BenchPayload) => void = () => {};
+    let errors = 0;
+    let firstPost = 0;
+    const fn = Deno.serve(
+      { hostname: "127.0.0.1", port: 0, signal: ac.signal, onListen() {} },
+      async (req) => {
+        if (firstPost === 0) firstPost = now();
+        const body = await req.json();
+        setTimeout(async () => {
+          try {
+            const res = await fetch(body.callback_url, {
+              method: "POST",
+              headers: { "content-type": "application/json" },
+              body: JSON.stringify({ payload: { ok: true } }),
+            });
+            const out = await res.json().catch(() => null);
+            if (res.status === 200 && out?.state === "completed") onDone(body.args as BenchPayload);
+            else errors++;
+          } catch {
+            errors++;
+          }
+        }, 0);
+        return new Response(null, { status: 202 });
+      },
+    );
+    const base = (s: Deno.HttpServer<Deno.NetAddr>) => `http://127.0.0.1:${s.addr.port}`;
+    const start = async () => {
+      this.worker = svc.createWorker(this.workerOptions({
+        queues: { default: { maxWorkers: 50 } },
+        handlers: {},
+        httpWorkers: {
+          [HTTP_KIND]: {
+            url: base(fn) + "/fn",
+            mode: "async",
+            callbackBaseUrl: base(receiver),
+            callbackPathPrefix: CALLBACK_PREFIX,
+            callbackTimeout: 600_000,
+          },
+        },
+      }));
+      await this.worker.start();
+    };
+    try {
+      // Throughput.
+      await this.client.enqueueMany(Array.from({ length: n }, () => ({ kind: HTTP_KIND, args: { t: 0 } })));
+      let done = 0;
+      let resolveAll!: () => void;
+      const all = new Promise<void>((r) => (resolveAll = r));
+      onDone = () => {
+        if (++done === n) resolveAll();
+      };
+      await start();
+      const tReady = now();
+      await withTimeout(
+        all,
+        60_000 + n * 5,
+        () => `http: ${done} of ${n} completed (${errors} callback errors)`,
+      );
+      while ((await this.unfinished()) > 0) await sleep(2);
+      const t0 = firstPost > 0 ? Math.min(firstPost, tReady) : tReady;
+      const jobsPerSec = n / ((now() - t0) / 1000);
+      // Latency, same worker, idle first.
+      await sleep(500);
+      const latencies: number[] = [];
+      let resolveLat!: () => void;
+      const allLat = new Promise<void>((r) => (resolveLat = r));
+      onDone = (p) => {
+        if (p.t > 0) latencies.push(now() - p.t);
+        if (latencies.length === latencyCount) resolveLat();
+      };
+      const s0 = now();
+      const pending: Promise<unknown>[] = [];
+      for (let i = 0; i < latencyCount; i++) {
+        const wait = s0 + i * gapMs - now();
+        if (wait > 0) await sleep(wait);
+        pending.push(this.client.enqueue(HTTP_KIND, { t: now() }));
+      }
+      await Promise.all(pending);
+      await withTimeout(allLat, 30_000, () => `http latency: ${latencies.length} of ${latencyCount}`);
+      return { jobsPerSec, latencies };
+    } finally {
+      await this.stopWorkers();
+      ac.abort();
+      await Promise.allSettled([receiver.finished, fn.finished]);
+    }
+  }
+}
