@@ -38,7 +38,7 @@ export function normalizeEnqueue(item: EnqueueItem, now: Date = new Date()): New
   if (typeof kind !== "string" || kind.length === 0 || kind.length > 255) {
     throw new ValidationError("kind must be a non-empty string of at most 255 characters");
   }
-  const args = item.args ?? {};
+  const args = item.args === undefined ? {} : item.args;
   if (!isPlainObject(args)) throw new ValidationError(`args of ${kind} must be a JSON object`);
   let argsJson: string;
   try {

@@ -1,0 +1,401 @@
+import assert from "node:assert/strict";
+import { testClient, waitFor } from "../helpers/db.ts";
+import { startWorker } from "../helpers/worker.ts";
+import { CallbackEndedError, snooze, TerminalError, type Job, type JobContext } from "../../mod.ts";
+
+const fast = () => 20; // backoff for tests
+
+Deno.test("handler outcomes: result stored, retries with backoff, exhaustion, TerminalError, snooze", async () => {
+  const { client, drop } = await testClient();
+  const calls = new Map<string, number>();
+  const bump = (k: string) => calls.set(k, (calls.get(k) ?? 0) + 1).get(k)!;
+  const retried: number[] = [];
+  const failed: number[] = [];
+  const { stop } = await startWorker(client, {
+    handlers: {
+      ok: (job) => ({ doubled: (job.args.n as number) * 2 }),
+      flaky: { handler: () => { if (bump("flaky") < 3) throw new Error(`flake ${calls.get("flaky")}`); return "done"; }, backoff: fast },
+      always: { handler: () => { throw new Error("always fails"); }, backoff: fast },
+      terminal: () => { throw new TerminalError("bad input"); },
+      snoozer: () => (bump("snoozer") === 1 ? snooze(50) : "woke"),
+      capped: { handler: () => { throw new Error("x"); }, backoff: fast, maxAttempts: 2 },
+    },
+    on: { retried: (j) => retried.push(j.id), failed: (j) => failed.push(j.id) },
+  });
+  try {
+    const ok = await client.enqueue("ok", { n: 21 });
+    const flaky = await client.enqueue("flaky", {});
+    const always = await client.enqueue("always", {}, { maxAttempts: 3 });
+    const terminal = await client.enqueue("terminal", {});
+    const snoozer = await client.enqueue("snoozer", {});
+    const capped = await client.enqueue("capped", {});
+    const state = async (id: number) => (await client.getJob(id))!;
+    await waitFor(async () => (await state(ok.id)).state === "completed", 5000, "ok");
+    assert.deepEqual((await state(ok.id)).result, { doubled: 42 });
+
+    await waitFor(async () => (await state(flaky.id)).state === "completed", 10000, "flaky");
+    const f = await state(flaky.id);
+    assert.equal(f.attempt, 3);
+    assert.deepEqual(f.errors.map((e) => e.error), ["flake 1", "flake 2"]);
+    assert.deepEqual(f.errors.map((e) => e.attempt), [1, 2]);
+    assert.equal(f.result, "done");
+
+    await waitFor(async () => (await state(always.id)).state === "failed", 10000, "always");
+    const a = await state(always.id);
+    assert.equal(a.attempt, 3);
+    assert.equal(a.errors.length, 3);
+    assert.equal(a.errors[2].terminal, true);
+    assert.ok(a.finalizedAt);
+
+    await waitFor(async () => (await state(terminal.id)).state === "failed", 5000, "terminal");
+    const t = await state(terminal.id);
+    assert.equal(t.attempt, 1);
+    assert.equal(t.errors[0].error, "bad input");
+    assert.equal(t.errors[0].terminal, true);
+
+    await waitFor(async () => (await state(snoozer.id)).state === "completed", 5000, "snoozer");
+    const s = await state(snoozer.id);
+    assert.equal(s.attempt, 1, "a snooze gives its attempt back");
+    assert.equal(s.errors.length, 0);
+    assert.equal(calls.get("snoozer"), 2);
+
+    await waitFor(async () => (await state(capped.id)).state === "failed", 5000, "capped");
+    assert.equal((await state(capped.id)).attempt, 2, "per-kind maxAttempts caps the job's 25");
+
+    assert.ok(retried.includes(flaky.id));
+    assert.ok(failed.includes(always.id) && failed.includes(terminal.id));
+  } finally {
+    await stop();
+    await drop();
+  }
+});
+
+Deno.test("default backoff: 2^attempt seconds plus up to 25 % jitter", async () => {
+  const { client, drop } = await testClient();
+  const { stop } = await startWorker(client, { handlers: { boom: () => { throw new Error("boom"); } } });
+  try {
+    const j = await client.enqueue("boom", {});
+    await waitFor(async () => (await client.getJob(j.id))!.state === "retryable", 5000);
+    const r = (await client.getJob(j.id))!;
+    const delay = r.runAt.getTime() - new Date(r.errors[0].at).getTime();
+    assert.ok(delay >= 1900 && delay <= 2600, `delay ${delay} ms for attempt 1`);
+  } finally {
+    await stop();
+    await drop();
+  }
+});
+
+Deno.test("cancel of a running job fires its abort signal; cancel/retry state rules", async () => {
+  const { client, drop } = await testClient();
+  let seenReason: unknown = null;
+  let started = false;
+  const { stop } = await startWorker(client, {
+    handlers: {
+      slow: (_job: Job, ctx: JobContext) =>
+        new Promise((resolve) => {
+          started = true;
+          ctx.signal.addEventListener("abort", () => {
+            seenReason = ctx.signal.reason;
+            resolve("ignored");
+          });
+        }),
+    },
+  });
+  try {
+    const j = await client.enqueue("slow", {});
+    await waitFor(() => started, 5000, "handler start");
+    const c = await client.cancel(j.id);
+    assert.equal(c.state, "cancelled");
+    await waitFor(() => seenReason !== null, 3000, "abort signal");
+    assert.equal(seenReason, "cancelled");
+    await new Promise((r) => setTimeout(r, 200));
+    const after = (await client.getJob(j.id))!;
+    assert.equal(after.state, "cancelled", "the handler's late result changes nothing");
+    await assert.rejects(() => client.cancel(j.id), /only a job that has not finished can be cancelled/);
+    const fresh = await client.enqueue("other", {}, { queue: "elsewhere" });
+    await assert.rejects(() => client.retry(fresh.id), /only a completed, failed or cancelled job can be retried/);
+    await assert.rejects(() => client.retry(999999), /job 999999 not found/);
+    const again = await client.retry(j.id);
+    assert.equal(again.state, "available");
+    assert.equal(again.attempt, 0);
+  } finally {
+    await stop();
+    await drop();
+  }
+});
+
+Deno.test("claim order is priority, then run_at, then id; a paused queue is not claimed", async () => {
+  const { client, drop } = await testClient();
+  const order: string[] = [];
+  await client.pauseQueue("default");
+  const { stop } = await startWorker(client, {
+    queues: { default: { maxWorkers: 1 } },
+    handlers: { k: (job) => { order.push(job.args.name as string); } },
+  });
+  try {
+    await client.enqueue("k", { name: "p4" }, { priority: 4 });
+    await client.enqueue("k", { name: "p2a" }, { priority: 2 });
+    await client.enqueue("k", { name: "p1" }, { priority: 1 });
+    await client.enqueue("k", { name: "p2b" }, { priority: 2 });
+    await client.enqueue("k", { name: "p3" }, { priority: 3 });
+    await new Promise((r) => setTimeout(r, 500));
+    assert.deepEqual(order, [], "paused queue: nothing claimed");
+    assert.equal((await client.listQueues()).find((q) => q.name === "default")?.paused, true);
+    await client.resumeQueue("default");
+    await waitFor(() => order.length === 5, 5000, "all five");
+    assert.deepEqual(order, ["p1", "p2a", "p2b", "p3", "p4"]);
+  } finally {
+    await stop();
+    await drop();
+  }
+});
+
+Deno.test("scheduled jobs run when due and not before", async () => {
+  const { client, drop } = await testClient();
+  const ranAt = new Map<number, number>();
+  const { stop } = await startWorker(client, { handlers: { later: (job) => { ranAt.set(job.id, Date.now()); } } });
+  try {
+    const due = new Date(Date.now() + 800);
+    const j = await client.enqueue("later", {}, { runAt: due });
+    assert.equal(j.state, "scheduled");
+    await waitFor(() => ranAt.has(j.id), 5000, "scheduled job");
+    assert.ok(ranAt.get(j.id)! >= due.getTime(), `ran ${due.getTime() - ranAt.get(j.id)!} ms early`);
+  } finally {
+    await stop();
+    await drop();
+  }
+});
+
+Deno.test("hard deadline per kind aborts the attempt and retries it", async () => {
+  const { client, drop } = await testClient();
+  let aborted: unknown = null;
+  const { stop } = await startWorker(client, {
+    handlers: {
+      hang: {
+        handler: (_j: Job, ctx: JobContext) =>
+          new Promise(() => ctx.signal.addEventListener("abort", () => (aborted = ctx.signal.reason))),
+        timeout: 200,
+        backoff: () => 60_000,
+      },
+    },
+  });
+  try {
+    const j = await client.enqueue("hang", {});
+    await waitFor(async () => (await client.getJob(j.id))!.state === "retryable", 5000);
+    const r = (await client.getJob(j.id))!;
+    assert.match(r.errors[0].error, /deadline exceeded/);
+    assert.equal(aborted, "deadline");
+  } finally {
+    await stop();
+    await drop();
+  }
+});
+
+Deno.test("polling fallback: listen: false still picks jobs up", async () => {
+  const { client, drop } = await testClient();
+  const { stop } = await startWorker(client, { listen: false, handlers: { k: () => "polled" } });
+  try {
+    const j = await client.enqueue("k", {});
+    await waitFor(async () => (await client.getJob(j.id))!.state === "completed", 5000);
+  } finally {
+    await stop();
+    await drop();
+  }
+});
+
+Deno.test("batch claims never take more jobs than free slots", async () => {
+  const { client, drop } = await testClient();
+  let running = 0;
+  let peak = 0;
+  const { stop } = await startWorker(client, {
+    queues: { default: { maxWorkers: 3, claimers: 2 } },
+    handlers: {
+      k: async () => {
+        running++;
+        peak = Math.max(peak, running);
+        await new Promise((r) => setTimeout(r, 30));
+        running--;
+      },
+    },
+  });
+  try {
+    await client.enqueueMany(Array.from({ length: 30 }, () => ({ kind: "k" })));
+    await waitFor(async () => (await client.listQueues())[0].counts.completed === 30, 10000);
+    assert.ok(peak <= 3, `peak concurrency ${peak}`);
+    const [r] = await client.sql.unsafe(`select count(*)::int as n from "${client.schema}".jobs where state = 'running'`);
+    assert.equal(r.n, 0);
+  } finally {
+    await stop();
+    await drop();
+  }
+});
+
+Deno.test("in-process callbacks: resumeExternal wakes the waiting handler within 100 ms", async () => {
+  const { client, drop } = await testClient();
+  let cbId: string | null = null;
+  let wokeAt = 0;
+  const { stop } = await startWorker(client, {
+    handlers: {
+      wait: async (_job: Job, ctx: JobContext) => {
+        const id = await ctx.registerCallback({ timeout: 60_000 });
+        cbId = id;
+        const payload = await ctx.waitForCallback(id);
+        wokeAt = Date.now();
+        return { got: payload };
+      },
+    },
+  });
+  try {
+    const j = await client.enqueue("wait", {});
+    await waitFor(async () => cbId !== null && (await client.getJob(j.id))!.state === "waiting_external", 5000);
+    const parked = (await client.getJob(j.id))!;
+    assert.equal(parked.callbackId, cbId);
+    const t0 = Date.now();
+    const r = await client.resumeExternal(cbId!, { answer: 42 });
+    assert.equal(r.state, "running");
+    await waitFor(() => wokeAt > 0, 2000, "handler woken");
+    assert.ok(wokeAt - t0 <= 100, `woke after ${wokeAt - t0} ms`);
+    await waitFor(async () => (await client.getJob(j.id))!.state === "completed", 3000);
+    assert.deepEqual((await client.getJob(j.id))!.result, { got: { answer: 42 } });
+    await assert.rejects(() => client.resumeExternal(cbId!, {}), /no longer pending/);
+    await assert.rejects(() => client.resumeExternal(crypto.randomUUID(), {}), /not found/);
+    await assert.rejects(() => client.resumeExternal("not-a-uuid", {}), /must be a UUID/);
+  } finally {
+    await stop();
+    await drop();
+  }
+});
+
+Deno.test("in-process callbacks: resume before the handler waits returns at once", async () => {
+  const { client, drop } = await testClient();
+  const { stop } = await startWorker(client, {
+    handlers: {
+      early: async (_job: Job, ctx: JobContext) => {
+        const id = await ctx.registerCallback();
+        await client.resumeExternal(id, "early bird");
+        return await ctx.waitForCallback(id);
+      },
+    },
+  });
+  try {
+    const j = await client.enqueue("early", {});
+    await waitFor(async () => (await client.getJob(j.id))!.state === "completed", 5000);
+    assert.equal((await client.getJob(j.id))!.result, "early bird");
+  } finally {
+    await stop();
+    await drop();
+  }
+});
+
+Deno.test("callback timeout: retryable, then failed when attempts are exhausted", async () => {
+  const { client, drop } = await testClient();
+  const errors: unknown[] = [];
+  const { stop } = await startWorker(client, {
+    handlers: {
+      never: {
+        handler: async (_job: Job, ctx: JobContext) => {
+          const id = await ctx.registerCallback({ timeout: 150 });
+          try {
+            return await ctx.waitForCallback(id);
+          } catch (e) {
+            errors.push(e);
+            throw e;
+          }
+        },
+        backoff: () => 10,
+      },
+    },
+  });
+  try {
+    const one = await client.enqueue("never", {}, { maxAttempts: 2 });
+    await waitFor(async () => (await client.getJob(one.id))!.errors.length >= 1, 5000, "first timeout");
+    const first = (await client.getJob(one.id))!;
+    assert.equal(first.errors[0].error, "callback timed out");
+    await waitFor(async () => (await client.getJob(one.id))!.state === "failed", 8000, "exhausted");
+    const last = (await client.getJob(one.id))!;
+    assert.equal(last.attempt, 2);
+    assert.deepEqual(last.errors.map((e) => e.error), ["callback timed out", "callback timed out"]);
+    assert.ok(errors.some((e) => e instanceof CallbackEndedError && /timed out/.test(e.message)));
+    const cbs = await client.listCallbacks(one.id);
+    assert.deepEqual(cbs.map((c) => c.state), ["expired", "expired"]);
+    assert.notEqual(cbs[0].id, cbs[1].id, "a fresh callback per attempt");
+  } finally {
+    await stop();
+    await drop();
+  }
+});
+
+Deno.test("graceful shutdown: finishers complete, the rest are aborted and retryable at once", async () => {
+  const { client, drop } = await testClient();
+  const aborted: unknown[] = [];
+  let started = 0;
+  const { stop } = await startWorker(client, {
+    handlers: {
+      quick: async () => { started++; await new Promise((r) => setTimeout(r, 100)); return "finished"; },
+      stuck: (_j: Job, ctx: JobContext) =>
+        new Promise(() => { started++; ctx.signal.addEventListener("abort", () => aborted.push(ctx.signal.reason)); }),
+    },
+  });
+  try {
+    const q = await client.enqueue("quick", {});
+    const s = await client.enqueue("stuck", {});
+    await waitFor(() => started === 2, 5000, "both started");
+    const t0 = Date.now();
+    await stop(400);
+    assert.ok(Date.now() - t0 < 3000);
+    assert.equal((await client.getJob(q.id))!.state, "completed");
+    const st = (await client.getJob(s.id))!;
+    assert.equal(st.state, "retryable");
+    assert.ok(st.runAt.getTime() <= Date.now());
+    assert.equal(st.errors[0].error, "aborted by shutdown");
+    assert.deepEqual(aborted, ["shutdown"]);
+    const [rt] = await client.sql.unsafe(`select count(*)::int as n from "${client.schema}".runtimes`);
+    assert.equal(rt.n, 0, "the runtime row is removed");
+  } finally {
+    await stop();
+    await drop();
+  }
+});
+
+Deno.test("stale attempt: rescue, re-claim, and a late completion with the old lease changes nothing", async () => {
+  const { client, drop } = await testClient();
+  try {
+    await client.enqueue("k", {});
+    const [first] = await client.engine.claim("default", 1, "dead-runtime", {});
+    await client.sql.unsafe(
+      `update "${client.schema}".jobs set heartbeat_at = now() - interval '10 minutes' where id = ${first.id}`,
+    );
+    const rescued = await client.engine.rescue(90_000);
+    assert.deepEqual(rescued.map((r) => [r.id, r.state]), [[first.id, "retryable"]]);
+    await client.sql.unsafe(`update "${client.schema}".jobs set run_at = now() where id = ${first.id}`);
+    assert.equal(await client.engine.promote(), 1);
+    const [second] = await client.engine.claim("default", 1, "live-runtime", {});
+    assert.equal(second.id, first.id);
+    assert.equal(second.lease, first.lease + 1);
+    assert.deepEqual(await client.engine.complete([{ id: first.id, lease: first.lease, result: "stale" }], false), []);
+    assert.equal(await client.engine.fail({ id: first.id, lease: first.lease, error: "x", terminal: true, retryDelayMs: 0 }), null);
+    assert.equal((await client.getJob(first.id))!.state, "running");
+    assert.deepEqual(await client.engine.complete([{ id: second.id, lease: second.lease, result: "fresh" }], false), [second.id]);
+    const done = (await client.getJob(first.id))!;
+    assert.equal(done.state, "completed");
+    assert.equal(done.result, "fresh");
+    assert.match(done.errors[0].error, /rescued: heartbeat stale/);
+  } finally {
+    await drop();
+  }
+});
+
+Deno.test("worker refuses an outdated schema and runs on a newer one", async () => {
+  const { client, drop, schema } = await testClient();
+  try {
+    await client.sql.unsafe(`insert into "${schema}".schema_migrations (version, name) values (999, 'future')`);
+    const { stop } = await startWorker(client, { handlers: { k: () => 1 } });
+    const j = await client.enqueue("k", {});
+    await waitFor(async () => (await client.getJob(j.id))!.state === "completed", 5000);
+    await stop();
+    await client.sql.unsafe(`delete from "${schema}".schema_migrations`);
+    await assert.rejects(() => startWorker(client, { handlers: {} }), /run `svc migrate`/);
+  } finally {
+    await drop();
+  }
+});
