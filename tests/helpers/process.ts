@@ -1,0 +1,55 @@
+/** Spawns fixture worker processes and reads their output lines. */
+import { DATABASE_URL } from "./db.ts";
+
+export interface Proc {
+  child: Deno.ChildProcess;
+  lines: string[];
+  /** Resolves when a line matching `re` was printed. */
+  waitLine(re: RegExp, timeoutMs?: number): Promise<string>;
+  kill(signal?: Deno.Signal): Promise<void>;
+}
+
+export function spawnWorker(schema: string, env: Record<string, string> = {}): Proc {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", new URL("../fixtures/worker_process.ts", import.meta.url).pathname],
+    env: { DATABASE_URL, SVC_SCHEMA: schema, ...env },
+    stdout: "piped",
+    stderr: "inherit",
+  }).spawn();
+  const lines: string[] = [];
+  (async () => {
+    let buf = "";
+    for await (const chunk of child.stdout.pipeThrough(new TextDecoderStream())) {
+      buf += chunk;
+      const parts = buf.split("\n");
+      buf = parts.pop()!;
+      lines.push(...parts);
+    }
+  })();
+  let exited = false;
+  const status = child.status.then((s) => {
+    exited = true;
+    return s;
+  });
+  return {
+    child,
+    lines,
+    async waitLine(re, timeoutMs = 20_000) {
+      const until = Date.now() + timeoutMs;
+      for (;;) {
+        const l = lines.find((x) => re.test(x));
+        if (l) return l;
+        if (Date.now() > until || exited) throw new Error(`no line ${re} (got ${JSON.stringify(lines)})`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    },
+    async kill(signal: Deno.Signal = "SIGKILL") {
+      if (!exited) {
+        try {
+          child.kill(signal);
+        } catch { /* gone */ }
+      }
+      await status;
+    },
+  };
+}
