@@ -7,6 +7,7 @@
 import { Command, CommanderError } from "commander";
 import { CliError, toCliError } from "./src/cli/common.ts";
 import { migrateCommand } from "./src/cli/migrate.ts";
+import { callbacksCommand } from "./src/cli/callbacks.ts";
 import { args, eprintln, exit } from "./src/runtime/runtime.ts";
 import denoJson from "./deno.json" with { type: "json" };
 
@@ -20,6 +21,7 @@ export function buildProgram(): Command {
     .showHelpAfterError("(run with --help for usage)")
     .exitOverride();
   program.addCommand(migrateCommand());
+  program.addCommand(callbacksCommand());
   return program;
 }
 

@@ -106,7 +106,13 @@ async function record(
     return;
   }
   const terminal = outcome.error instanceof TerminalError;
-  await fail(job, runner, message(outcome.error), terminal, undefined, d, outcome.error);
+  await fail(job, runner, message(outcome.error), terminal, retryDelayOf(outcome.error), d, outcome.error);
+}
+
+/** A thrown error may ask for its own retry delay (an HTTP `Retry-After`): a `retryDelayMs` number overrides the backoff. */
+function retryDelayOf(e: unknown): number | undefined {
+  const ms = (e as { retryDelayMs?: unknown } | null)?.retryDelayMs;
+  return typeof ms === "number" && Number.isFinite(ms) && ms >= 0 ? ms : undefined;
 }
 
 async function fail(

@@ -14,6 +14,7 @@ import { validateQueueName } from "../client/enqueue_input.ts";
 import { Dispatcher, type QueueConfig } from "./dispatcher.ts";
 import type { ExecutorDeps, InFlight } from "./executor.ts";
 import { type HandlerEntry, type KindRunner, toRunner } from "./handlers.ts";
+import { createHttpRunner, type HttpWorkerConfig, validateHttpWorkerConfig } from "./http_worker.ts";
 import { Completer } from "./completer.ts";
 import { CallbackWaiters } from "./callback_waiters.ts";
 import { HeartbeatLoop } from "./heartbeat.ts";
@@ -40,6 +41,8 @@ export interface WorkerOptions {
   queues: Record<string, QueueConfig>;
   /** Handlers per job kind. */
   handlers?: Record<string, HandlerEntry>;
+  /** Job kinds pushed to HTTP function endpoints (mode `async`), keyed by kind. */
+  httpWorkers?: Record<string, HttpWorkerConfig>;
   /** Poll interval of the claim loops in ms (default 500). */
   pollInterval?: number;
   /** Heartbeat interval in ms (default 30 000). */
@@ -98,6 +101,7 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
     throw new ValidationError("createWorker: configure at least one queue, e.g. queues: { default: { maxWorkers: 10 } }");
   }
   Object.keys(opts.queues).forEach(validateQueueName);
+  for (const [kind, cfg] of Object.entries(opts.httpWorkers ?? {})) validateHttpWorkerConfig(kind, cfg);
 
   let sql: Sql;
   let client: Client;
@@ -119,6 +123,10 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
 
   const runners = new Map<string, KindRunner>();
   for (const [kind, entry] of Object.entries(opts.handlers ?? {})) runners.set(kind, toRunner(kind, entry));
+  for (const [kind, cfg] of Object.entries(opts.httpWorkers ?? {})) {
+    if (runners.has(kind)) throw new ValidationError(`kind ${kind} has both a handler and an HTTP worker; keep one`);
+    runners.set(kind, createHttpRunner(kind, cfg, { engine, logger }));
+  }
   for (const [kind, r] of ext.runners ?? []) {
     if (runners.has(kind)) throw new ValidationError(`kind ${kind} has both a handler and an HTTP worker; keep one`);
     runners.set(kind, r);

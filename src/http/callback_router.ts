@@ -1,0 +1,263 @@
+/**
+ * The callback receiver (contract 4.1, decisions.md "Callback receiver"): exactly three POST routes,
+ * `{prefix}/{callback_id}/complete|fail|heartbeat`, as a fetch handler that `Deno.serve`, Hono or any
+ * Web-standard server can mount. `svc callbacks serve` and `svc serve` both use it, so they answer alike.
+ *
+ * Checks, in order: read-only 503, signature 401, callback id 400, body over 1 MiB 413, body 400,
+ * unknown callback 404, not pending 409, then 200 with `{job_id, callback_id, state}`.
+ */
+import type { Client } from "../client/client.ts";
+import type { CallbackResult } from "../client/external.ts";
+import {
+  CALLBACK_ACTIONS,
+  type CallbackAction,
+  DEFAULT_CALLBACK_PATH_PREFIX,
+  isUuid,
+  normalizePathPrefix,
+} from "../contract/callback_url.ts";
+import { SIGNATURE_HEADER, verify } from "../contract/signature.ts";
+import { ValidationError } from "../errors.ts";
+import type { Logger } from "../types.ts";
+import { errorResponse, HttpError, json } from "./errors.ts";
+
+/** Largest request body accepted, in bytes (1 MiB). */
+export const MAX_CALLBACK_BODY_BYTES = 1024 * 1024;
+
+/** Largest `timeout_seconds` of a heartbeat (30 days). */
+export const MAX_HEARTBEAT_SECONDS = 2_592_000;
+
+/** How callers are authenticated: by the signature of the callback id, or not at all (trusted networks only). */
+export type CallbackAuth = { kind: "signed"; secret: Uint8Array } | { kind: "unsigned" };
+
+/** CORS for the receiver (only `svc serve` wants it; `callbacks serve` applies none). */
+export interface CallbackCorsOptions {
+  /** Allowed origins; absent or empty means any origin (`*`). */
+  origins?: string[];
+}
+
+/** Options of {@link createCallbackRouter}. */
+export interface CallbackRouterOptions {
+  /** Path prefix of the three routes (default `/api/callbacks`); must match the workers' `callbackPathPrefix`. */
+  pathPrefix?: string;
+  /** Signed (with the 32-byte secret of `parseSecret`) or unsigned. Required: there is no silent default. */
+  auth: CallbackAuth;
+  /** Answer every callback with 503 `read_only` before any other check (`svc serve --read-only`). */
+  readOnly?: boolean;
+  /** Adds CORS headers and answers preflights; off by default. */
+  cors?: CallbackCorsOptions;
+  /** Where 500 details go (default console). */
+  logger?: Pick<Logger, "error">;
+}
+
+/** The receiver. */
+export interface CallbackRouter {
+  /** The normalized prefix (`""` when the routes sit at the root). */
+  readonly pathPrefix: string;
+  /** Answers any request: the three routes, and 404/405 for everything else. */
+  fetch(req: Request): Promise<Response>;
+  /** Like `fetch`, but resolves to null for paths outside the prefix, so a larger app can fall through. */
+  handle(req: Request): Promise<Response | null>;
+}
+
+type Body =
+  | { action: "complete"; payload: unknown }
+  | { action: "fail"; error: string; retryable: boolean }
+  | { action: "heartbeat"; timeoutSeconds: number };
+
+/** Builds the callback receiver over a client's pool. */
+export function createCallbackRouter(client: Client, opts: CallbackRouterOptions): CallbackRouter {
+  const auth = checkAuth(opts?.auth);
+  const prefix = normalizePathPrefix(opts.pathPrefix ?? DEFAULT_CALLBACK_PATH_PREFIX);
+  const readOnly = opts.readOnly ?? false;
+  const logger = opts.logger ?? console;
+  const cors = opts.cors ? corsHeaders(opts.cors) : null;
+
+  const underPrefix = (path: string) => prefix === "" || path === prefix || path.startsWith(`${prefix}/`);
+
+  const route = async (req: Request, path: string): Promise<Response> => {
+    const m = matchRoute(path.slice(prefix.length));
+    if (!m) {
+      throw new HttpError(
+        "not_found",
+        `no callback route at ${path}: this receiver serves POST ${prefix}/{callback_id}/complete|fail|heartbeat ` +
+          "(the worker's callbackPathPrefix must match the receiver's --path-prefix)",
+      );
+    }
+    if (req.method === "OPTIONS" && cors) return new Response(null, { status: 204 });
+    if (req.method !== "POST") {
+      throw new HttpError("method_not_allowed", `${req.method} is not allowed here: use POST`, {
+        allow: cors ? "POST, OPTIONS" : "POST",
+      });
+    }
+    if (readOnly) {
+      throw new HttpError("read_only", "this receiver is read-only: callbacks are not accepted (503)");
+    }
+    if (auth.kind === "signed") {
+      const sig = req.headers.get(SIGNATURE_HEADER);
+      if (sig === null) {
+        throw new HttpError("missing_signature", `missing ${SIGNATURE_HEADER} header: forward the one the worker sent`);
+      }
+      if (!verify(auth.secret, m.callbackId, sig)) {
+        throw new HttpError("invalid_signature", `invalid ${SIGNATURE_HEADER} for this callback id`);
+      }
+    }
+    if (!isUuid(m.callbackId)) {
+      throw new HttpError("invalid_callback_id", `callback id must be a UUID, got ${JSON.stringify(m.callbackId)}`);
+    }
+    const body = parseBody(m.action, await readBody(req));
+    const r = await resolve(client, m.callbackId, body);
+    const out: Record<string, unknown> = { job_id: r.jobId, callback_id: r.callbackId, state: r.state };
+    if (r.timeoutAt) out.timeout_at = r.timeoutAt.toISOString();
+    return json(200, out);
+  };
+
+  const handle = async (req: Request): Promise<Response | null> => {
+    const path = new URL(req.url).pathname;
+    if (!underPrefix(path)) return null;
+    let res: Response;
+    try {
+      res = await route(req, path);
+    } catch (e) {
+      res = errorResponse(e, logger, `${req.method} ${path}`);
+    }
+    if (cors) cors(req, res.headers);
+    return res;
+  };
+
+  return {
+    pathPrefix: prefix,
+    handle,
+    async fetch(req) {
+      const res = await handle(req);
+      if (res) return res;
+      const path = new URL(req.url).pathname;
+      return errorResponse(
+        new HttpError(
+          "not_found",
+          `no route at ${path}: this is a callback receiver; it serves only POST ` +
+            `${prefix}/{callback_id}/complete|fail|heartbeat`,
+        ),
+      );
+    },
+  };
+}
+
+function checkAuth(auth: CallbackAuth | undefined): CallbackAuth {
+  if (auth?.kind === "unsigned") return auth;
+  if (auth?.kind === "signed" && auth.secret instanceof Uint8Array && auth.secret.length === 32) return auth;
+  throw new ValidationError(
+    "createCallbackRouter: auth must be { kind: \"signed\", secret: parseSecret(<64 hex chars>) } " +
+      "or { kind: \"unsigned\" } (trusted networks only)",
+  );
+}
+
+/** `/{id}/{action}` → its parts; anything else (missing, extra or empty segments, unknown action) → null. */
+function matchRoute(rest: string): { callbackId: string; action: CallbackAction } | null {
+  const parts = rest.split("/");
+  if (parts.length !== 3 || parts[0] !== "" || parts[1] === "") return null;
+  const action = parts[2] as CallbackAction;
+  if (!CALLBACK_ACTIONS.includes(action)) return null;
+  let callbackId = parts[1];
+  try {
+    callbackId = decodeURIComponent(callbackId);
+  } catch { /* keep it as sent: it fails the UUID check */ }
+  return { callbackId, action };
+}
+
+/** Reads the body, counting bytes as they arrive: Content-Length alone is not trusted. */
+async function readBody(req: Request): Promise<Uint8Array> {
+  const tooLarge = () =>
+    new HttpError("payload_too_large", `request body is larger than ${MAX_CALLBACK_BODY_BYTES} bytes (1 MiB)`);
+  const declared = Number(req.headers.get("content-length") ?? "0");
+  if (declared > MAX_CALLBACK_BODY_BYTES) throw tooLarge();
+  if (!req.body) return new Uint8Array(0);
+  const reader = req.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > MAX_CALLBACK_BODY_BYTES) {
+      await reader.cancel().catch(() => {});
+      throw tooLarge();
+    }
+    chunks.push(value);
+  }
+  const out = new Uint8Array(total);
+  let at = 0;
+  for (const c of chunks) {
+    out.set(c, at);
+    at += c.byteLength;
+  }
+  return out;
+}
+
+const EXPECTED: Record<CallbackAction, string> = {
+  complete: `{"payload": <any JSON, optional>}`,
+  fail: `{"error": "<message>", "retryable": <true|false, optional>}`,
+  heartbeat: `{"timeout_seconds": <integer 1..${MAX_HEARTBEAT_SECONDS}>}`,
+};
+
+function parseBody(action: CallbackAction, bytes: Uint8Array): Body {
+  const bad = (why: string) => new HttpError("invalid_body", `${why}; expected ${EXPECTED[action]}`);
+  let text: string;
+  try {
+    text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+  } catch {
+    throw bad("body is not UTF-8 text");
+  }
+  let v: unknown = {};
+  if (text.trim() !== "" || action !== "complete") {
+    try {
+      v = JSON.parse(text);
+    } catch {
+      throw bad("body is not JSON");
+    }
+  }
+  if (typeof v !== "object" || v === null || Array.isArray(v)) throw bad("body must be a JSON object");
+  const o = v as Record<string, unknown>;
+  switch (action) {
+    case "complete":
+      return { action, payload: o.payload };
+    case "fail":
+      if (typeof o.error !== "string") throw bad(`"error" must be a string`);
+      if (o.retryable !== undefined && typeof o.retryable !== "boolean") throw bad(`"retryable" must be a boolean`);
+      return { action, error: o.error, retryable: o.retryable === true };
+    case "heartbeat": {
+      const t = o.timeout_seconds;
+      if (typeof t !== "number" || !Number.isInteger(t) || t < 1 || t > MAX_HEARTBEAT_SECONDS) {
+        throw bad(`"timeout_seconds" must be an integer from 1 to ${MAX_HEARTBEAT_SECONDS}`);
+      }
+      return { action, timeoutSeconds: t };
+    }
+  }
+}
+
+function resolve(client: Client, id: string, b: Body): Promise<CallbackResult> {
+  switch (b.action) {
+    case "complete":
+      return client.completeExternal(id, b.payload);
+    case "fail":
+      return client.failExternal(id, b.error, { retryable: b.retryable });
+    case "heartbeat":
+      return client.heartbeatExternal(id, { timeoutSeconds: b.timeoutSeconds });
+  }
+}
+
+/** Sets the CORS headers of a response for the request's origin. */
+function corsHeaders(o: CallbackCorsOptions): (req: Request, h: Headers) => void {
+  const origins = o.origins ?? [];
+  return (req, h) => {
+    const origin = req.headers.get("origin");
+    if (origins.length === 0) h.set("access-control-allow-origin", "*");
+    else if (origin && origins.includes(origin)) h.set("access-control-allow-origin", origin);
+    else return;
+    if (origins.length) h.append("vary", "Origin");
+    if (req.method === "OPTIONS") {
+      h.set("access-control-allow-methods", "POST, OPTIONS");
+      h.set("access-control-allow-headers", `Content-Type, ${SIGNATURE_HEADER}`);
+      h.set("access-control-max-age", "600");
+    }
+  };
+}
