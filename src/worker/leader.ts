@@ -48,14 +48,14 @@ export class LeaderElection {
         await this.conn`select pg_advisory_unlock(${this.lockKey}::bigint)`;
       } catch { /* the connection is going anyway */ }
     }
-    if (this.isLeader) this.lose("shutdown");
+    if (this.isLeader) this.lose("shutdown", "info");
     this.dropConnection();
   }
 
-  private lose(why: string): void {
+  private lose(why: string, level: "warn" | "info" = "warn"): void {
     this.isLeader = false;
     this.backendPid = null;
-    this.logger.warn(`svc: leadership lost (${why})`);
+    this.logger[level](`svc: leadership released (${why})`);
     this.onChange(false);
   }
 
