@@ -5,6 +5,7 @@ import type { SchemaNames } from "./names.ts";
 /** The bundled migrations, in order; the last one's version is the expected schema version. */
 export const MIGRATIONS: readonly { version: number; file: string }[] = [
   { version: 1, file: "0001_initial.sql" },
+  { version: 2, file: "0002_cron.sql" },
 ];
 
 /** The schema version this binary needs (workers run on any schema at or above it). */
