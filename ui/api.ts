@@ -1,0 +1,276 @@
+/**
+ * Typed client of the admin REST API (`docs/admin-api.md` is the contract).
+ *
+ * Every call fetches a relative `/api/...` URL, so the UI works behind any host or port `svc serve`
+ * listens on. Failures are thrown as `ApiError`, carrying the `{"error", "code"}` body of the API
+ * (or `network` / `http_<status>` when there was no such body).
+ */
+
+export type JobState =
+  | "scheduled"
+  | "available"
+  | "running"
+  | "waiting_external"
+  | "retryable"
+  | "completed"
+  | "failed"
+  | "cancelled";
+
+/** All job states, in lifecycle order. */
+export const JOB_STATES: readonly JobState[] = [
+  "scheduled",
+  "available",
+  "running",
+  "waiting_external",
+  "retryable",
+  "completed",
+  "failed",
+  "cancelled",
+];
+
+/** States an admin retry accepts (decisions.md: terminal jobs only). */
+export const RETRYABLE_STATES: readonly JobState[] = ["completed", "failed", "cancelled"];
+/** States an admin cancel accepts (any non-terminal one). */
+export const CANCELLABLE_STATES: readonly JobState[] = [
+  "scheduled",
+  "available",
+  "running",
+  "waiting_external",
+  "retryable",
+];
+
+export type StateCounts = Record<JobState, number>;
+
+export interface JobError {
+  attempt: number;
+  at: string;
+  error: string;
+  terminal?: boolean;
+}
+
+export interface Job {
+  id: number;
+  kind: string;
+  queue: string;
+  args: Record<string, unknown>;
+  state: JobState;
+  priority: number;
+  attempt: number;
+  max_attempts: number;
+  run_at: string;
+  created_at: string;
+  attempted_at: string | null;
+  finalized_at: string | null;
+  heartbeat_at: string | null;
+  deadline_at: string | null;
+  errors: JobError[];
+  tags: string[];
+  metadata: Record<string, unknown>;
+  result: unknown;
+  unique_key: string | null;
+  callback_id: string | null;
+  callback_timeout_at: string | null;
+  attempted_by: string | null;
+}
+
+export interface Queue {
+  name: string;
+  paused: boolean;
+  counts: StateCounts;
+  oldest_available_age_seconds: number | null;
+}
+
+export interface ThroughputPoint {
+  minute: string;
+  completed: number;
+  failed: number;
+}
+
+export interface Stats {
+  counts: StateCounts;
+  queues: Queue[];
+  throughput: ThroughputPoint[];
+}
+
+export interface JobFilter {
+  state?: JobState | "";
+  kind?: string;
+  queue?: string;
+  tag?: string;
+  q?: string;
+  limit?: number;
+  cursor?: string;
+}
+
+export interface JobPage {
+  jobs: Job[];
+  next_cursor: string | null;
+}
+
+export interface Callback {
+  id: string;
+  attempt: number;
+  state: string;
+  deadline_at: string | null;
+  created_at: string;
+  resolved_at: string | null;
+}
+
+export interface JobDetail {
+  job: Job;
+  callbacks: Callback[];
+}
+
+export interface BulkFilter {
+  state?: JobState;
+  kind?: string;
+  queue?: string;
+}
+
+export interface EnqueueRequest {
+  kind: string;
+  args: Record<string, unknown>;
+  queue?: string;
+  priority?: number;
+  run_at?: string;
+  max_attempts?: number;
+}
+
+export interface KindInfo {
+  kind: string;
+  counts: StateCounts;
+}
+
+export interface Cron {
+  name: string;
+  schedule: string;
+  kind: string;
+  args: Record<string, unknown>;
+  queue: string;
+  timezone: string;
+  paused: boolean;
+  last_fire_at: string | null;
+  next_fire_at: string | null;
+}
+
+export interface Runtime {
+  id: string;
+  hostname: string;
+  pid: number;
+  queues: string[];
+  ready: boolean;
+  leader: boolean;
+  started_at: string;
+  heartbeat_at: string;
+  live: boolean;
+}
+
+export interface Storage {
+  engine: string;
+  transition: string;
+}
+
+export interface Capabilities {
+  read_only: boolean;
+  version: string;
+  storage: string;
+}
+
+/** An error answered by the API (or met on the way to it). */
+export class ApiError extends Error {
+  constructor(readonly status: number, readonly code: string, message: string) {
+    super(message);
+    this.name = "ApiError";
+  }
+}
+
+/** Turns anything thrown into an ApiError, so the banner always has a message and a code. */
+export function toApiError(err: unknown): ApiError {
+  if (err instanceof ApiError) return err;
+  if (err instanceof Error) return new ApiError(0, "client", err.message);
+  return new ApiError(0, "client", String(err));
+}
+
+async function request<T>(
+  method: "GET" | "POST",
+  path: string,
+  body?: unknown,
+  signal?: AbortSignal,
+): Promise<T> {
+  const init: RequestInit = { method, headers: { accept: "application/json" }, signal };
+  if (body !== undefined) {
+    init.body = JSON.stringify(body);
+    init.headers = { accept: "application/json", "content-type": "application/json" };
+  }
+  let res: Response;
+  try {
+    res = await fetch(path, init);
+  } catch (err) {
+    if (err instanceof DOMException && err.name === "AbortError") throw err;
+    throw new ApiError(0, "network", `Cannot reach the server (${method} ${path}).`);
+  }
+  const text = await res.text();
+  let data: unknown = null;
+  if (text !== "") {
+    try {
+      data = JSON.parse(text);
+    } catch {
+      data = null;
+    }
+  }
+  if (!res.ok) {
+    const e = data as { error?: unknown; code?: unknown } | null;
+    if (e && typeof e.error === "string") {
+      throw new ApiError(res.status, typeof e.code === "string" ? e.code : `http_${res.status}`, e.error);
+    }
+    throw new ApiError(res.status, `http_${res.status}`, `${method} ${path} answered HTTP ${res.status}.`);
+  }
+  if (data === null) {
+    throw new ApiError(res.status, "invalid_response", `${method} ${path} did not answer JSON.`);
+  }
+  return data as T;
+}
+
+const seg = encodeURIComponent;
+
+/** Query string of a job filter, leaving out empty fields. */
+export function jobQuery(filter: JobFilter): string {
+  const p = new URLSearchParams();
+  for (const key of ["state", "kind", "queue", "tag", "q", "limit", "cursor"] as const) {
+    const v = filter[key];
+    if (v !== undefined && v !== "" && v !== null) p.set(key, String(v));
+  }
+  const s = p.toString();
+  return s ? `?${s}` : "";
+}
+
+export const api = {
+  capabilities: (signal?: AbortSignal) =>
+    request<Capabilities>("GET", "/api/capabilities", undefined, signal),
+  stats: (signal?: AbortSignal) => request<Stats>("GET", "/api/stats", undefined, signal),
+  storage: (signal?: AbortSignal) => request<Storage>("GET", "/api/storage", undefined, signal),
+
+  queues: (signal?: AbortSignal) => request<{ queues: Queue[] }>("GET", "/api/queues", undefined, signal),
+  pauseQueue: (name: string) => request<{ queue: Queue }>("POST", `/api/queues/${seg(name)}/pause`),
+  resumeQueue: (name: string) => request<{ queue: Queue }>("POST", `/api/queues/${seg(name)}/resume`),
+
+  jobs: (filter: JobFilter, signal?: AbortSignal) =>
+    request<JobPage>("GET", `/api/jobs${jobQuery(filter)}`, undefined, signal),
+  job: (id: number | string, signal?: AbortSignal) =>
+    request<JobDetail>("GET", `/api/jobs/${seg(String(id))}`, undefined, signal),
+  enqueue: (body: EnqueueRequest) => request<{ job: Job }>("POST", "/api/jobs", body),
+  retryJob: (id: number) => request<{ job: Job }>("POST", `/api/jobs/${id}/retry`),
+  cancelJob: (id: number) => request<{ job: Job }>("POST", `/api/jobs/${id}/cancel`),
+  bulkRetry: (filter: BulkFilter) => request<{ count: number }>("POST", "/api/jobs/bulk-retry", filter),
+  bulkCancel: (filter: BulkFilter) => request<{ count: number }>("POST", "/api/jobs/bulk-cancel", filter),
+
+  kinds: (signal?: AbortSignal) => request<{ kinds: KindInfo[] }>("GET", "/api/kinds", undefined, signal),
+
+  cron: (signal?: AbortSignal) => request<{ cron: Cron[] }>("GET", "/api/cron", undefined, signal),
+  triggerCron: (name: string) => request<{ job: Job }>("POST", `/api/cron/${seg(name)}/trigger`),
+  pauseCron: (name: string) => request<{ cron: Cron }>("POST", `/api/cron/${seg(name)}/pause`),
+  resumeCron: (name: string) => request<{ cron: Cron }>("POST", `/api/cron/${seg(name)}/resume`),
+
+  runtimes: (signal?: AbortSignal) =>
+    request<{ runtimes: Runtime[] }>("GET", "/api/runtimes", undefined, signal),
+};

@@ -1,0 +1,75 @@
+/** Display helpers: numbers, ages and times. */
+
+export function fmtNum(n: number | null | undefined): string {
+  if (n === null || n === undefined) return "–";
+  return n.toLocaleString("en-US");
+}
+
+/** A duration in seconds, two units at most: "45 s", "3 min 20 s", "2 h 5 min", "3 d 4 h". */
+export function fmtAge(seconds: number | null | undefined): string {
+  if (seconds === null || seconds === undefined || !Number.isFinite(seconds)) return "–";
+  const s = Math.max(0, Math.round(seconds));
+  if (s < 60) return `${s} s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return s % 60 ? `${m} min ${s % 60} s` : `${m} min`;
+  const h = Math.floor(m / 60);
+  if (h < 24) return m % 60 ? `${h} h ${m % 60} min` : `${h} h`;
+  const d = Math.floor(h / 24);
+  return h % 24 ? `${d} d ${h % 24} h` : `${d} d`;
+}
+
+/** "12 s ago", "in 5 min", "just now". */
+export function fmtRelative(iso: string | null | undefined, now = Date.now()): string {
+  if (!iso) return "–";
+  const t = Date.parse(iso);
+  if (Number.isNaN(t)) return iso;
+  const diff = (t - now) / 1000;
+  if (Math.abs(diff) < 2) return "just now";
+  const age = fmtAge(Math.abs(diff)).replace(/ (\d+) (s|min|h)$/, "");
+  return diff < 0 ? `${age} ago` : `in ${age}`;
+}
+
+function pad(n: number): string {
+  return String(n).padStart(2, "0");
+}
+
+/** Local time as "2026-11-22 06:07:33". */
+export function fmtDateTime(iso: string | null | undefined): string {
+  if (!iso) return "–";
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return iso;
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${
+    pad(d.getMinutes())
+  }:${pad(d.getSeconds())}`;
+}
+
+/** Local "HH:MM" of a time. */
+export function fmtClock(iso: string): string {
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return iso;
+  return `${pad(d.getHours())}:${pad(d.getMinutes())}`;
+}
+
+/** Compact one-line JSON, cut to `max` characters. */
+export function jsonPreview(value: unknown, max = 80): string {
+  let s: string;
+  try {
+    s = JSON.stringify(value) ?? "null";
+  } catch {
+    s = String(value);
+  }
+  return s.length > max ? s.slice(0, max - 1) + "…" : s;
+}
+
+export function jsonPretty(value: unknown): string {
+  try {
+    return JSON.stringify(value, null, 2) ?? "null";
+  } catch {
+    return String(value);
+  }
+}
+
+/** "waiting_external" → "waiting external". */
+export function stateLabel(state: string): string {
+  return state.replace(/_/g, " ");
+}

@@ -1,0 +1,134 @@
+/** @jsxImportSource preact */
+/** Cron entries: schedule, next and last fire; trigger now, pause and resume. */
+import { api } from "../api.ts";
+import { Link } from "../components/link.tsx";
+import { TableWrap } from "../components/table_wrap.tsx";
+import { RelTime } from "../components/time.tsx";
+import { jsonPreview } from "../format.ts";
+import { useAction, usePoll, useTitle } from "../hooks.ts";
+import { useApp } from "../state.ts";
+
+export function Cron() {
+  useTitle("Cron");
+  const { readOnly, notify } = useApp();
+  const res = usePoll("cron", (signal) => api.cron(signal));
+  const action = useAction();
+  const entries = res.data?.cron ?? [];
+
+  return (
+    <div class="page" data-testid="page-cron">
+      <h1>Cron</h1>
+      {!res.data ? <p class="muted">Loading…</p> : (
+        <TableWrap label="Cron entries" testid="cron-table">
+          <table>
+            <thead>
+              <tr>
+                <th scope="col">Name</th>
+                <th scope="col">Schedule</th>
+                <th scope="col">Kind</th>
+                <th scope="col">Queue</th>
+                <th scope="col">Args</th>
+                <th scope="col">Last fire</th>
+                <th scope="col">Next fire</th>
+                {!readOnly && (
+                  <th scope="col" class="cell-actions">
+                    <span class="sr-only">Actions</span>
+                  </th>
+                )}
+              </tr>
+            </thead>
+            <tbody>
+              {entries.map((c) => (
+                <tr key={c.name} data-testid={`cron-row-${c.name}`} class={c.paused ? "row-paused" : ""}>
+                  <th scope="row">
+                    {c.name}
+                    <span data-testid={`cron-status-${c.name}`}>
+                      {c.paused
+                        ? <span class="badge badge-paused">paused</span>
+                        : <span class="badge badge-ok">active</span>}
+                    </span>
+                  </th>
+                  <td>
+                    <code>{c.schedule}</code>
+                    <div class="muted small">{c.timezone}</div>
+                  </td>
+                  <td>
+                    <Link href={`/jobs?kind=${encodeURIComponent(c.kind)}`}>
+                      <code>{c.kind}</code>
+                    </Link>
+                  </td>
+                  <td>{c.queue}</td>
+                  <td class="cell-args">
+                    <code title={jsonPreview(c.args, 2000)}>{jsonPreview(c.args, 32)}</code>
+                  </td>
+                  <td>
+                    <RelTime iso={c.last_fire_at} />
+                  </td>
+                  <td>{c.paused ? <span class="muted">paused</span> : <RelTime iso={c.next_fire_at} />}</td>
+                  {!readOnly && (
+                    <td class="cell-actions">
+                      <div class="row-actions">
+                        <button
+                          type="button"
+                          class="btn btn-small"
+                          data-testid={`trigger-cron-${c.name}`}
+                          disabled={action.busy !== null}
+                          aria-label={`Trigger ${c.name} now`}
+                          onClick={() =>
+                            action.run(`trigger:${c.name}`, () => api.triggerCron(c.name), (r) => {
+                              notify(`${c.name} triggered: job #${r.job.id} enqueued.`);
+                              res.refresh();
+                            })}
+                        >
+                          Trigger now
+                        </button>
+                        {c.paused
+                          ? (
+                            <button
+                              type="button"
+                              class="btn btn-small"
+                              data-testid={`resume-cron-${c.name}`}
+                              disabled={action.busy !== null}
+                              aria-label={`Resume ${c.name}`}
+                              onClick={() =>
+                                action.run(`resume:${c.name}`, () => api.resumeCron(c.name), () => {
+                                  notify(`${c.name} resumed.`);
+                                  res.refresh();
+                                })}
+                            >
+                              Resume
+                            </button>
+                          )
+                          : (
+                            <button
+                              type="button"
+                              class="btn btn-small"
+                              data-testid={`pause-cron-${c.name}`}
+                              disabled={action.busy !== null}
+                              aria-label={`Pause ${c.name}`}
+                              onClick={() =>
+                                action.run(`pause:${c.name}`, () => api.pauseCron(c.name), () => {
+                                  notify(`${c.name} paused.`);
+                                  res.refresh();
+                                })}
+                            >
+                              Pause
+                            </button>
+                          )}
+                      </div>
+                    </td>
+                  )}
+                </tr>
+              ))}
+              {entries.length === 0 && (
+                <tr>
+                  <td colSpan={8} class="muted">No cron entries are registered.</td>
+                </tr>
+              )}
+            </tbody>
+          </table>
+        </TableWrap>
+      )}
+    </div>
+  );
+}

@@ -1,0 +1,145 @@
+/** @jsxImportSource preact */
+/** Counts by state, the throughput chart, the per-queue table and the storage card. */
+import { api, JOB_STATES, type Queue, type Runtime } from "../api.ts";
+import { Link } from "../components/link.tsx";
+import { StorageCard } from "../components/storage_card.tsx";
+import { TableWrap } from "../components/table_wrap.tsx";
+import { ThroughputChart } from "../components/throughput_chart.tsx";
+import { fmtAge, fmtNum, stateLabel } from "../format.ts";
+import { usePoll, useTitle } from "../hooks.ts";
+import { isUnhealthy } from "./runtimes.tsx";
+
+/** Queue columns shown on the dashboard (the rest are on the Queues page). */
+const QUEUE_COLUMNS = [
+  "available",
+  "running",
+  "waiting_external",
+  "retryable",
+  "scheduled",
+  "failed",
+] as const;
+
+export function QueueCountsTable({ queues, testidPrefix }: { queues: Queue[]; testidPrefix: string }) {
+  return (
+    <TableWrap label="Queues" testid="queue-table">
+      <table>
+        <thead>
+          <tr>
+            <th scope="col">Queue</th>
+            <th scope="col">Status</th>
+            {QUEUE_COLUMNS.map((s) => <th scope="col" class="num" key={s}>{stateLabel(s)}</th>)}
+            <th scope="col" class="num">Oldest available</th>
+          </tr>
+        </thead>
+        <tbody>
+          {queues.map((q) => (
+            <tr key={q.name} data-testid={`${testidPrefix}-${q.name}`}>
+              <th scope="row">
+                <Link href={`/jobs?queue=${encodeURIComponent(q.name)}`}>{q.name}</Link>
+              </th>
+              <td>
+                {q.paused
+                  ? <span class="badge badge-paused">paused</span>
+                  : <span class="badge badge-ok">active</span>}
+              </td>
+              {QUEUE_COLUMNS.map((s) => (
+                <td class={`num${s === "failed" && q.counts[s] > 0 ? " text-danger" : ""}`} key={s}>
+                  {fmtNum(q.counts[s] ?? 0)}
+                </td>
+              ))}
+              <td class="num">{fmtAge(q.oldest_available_age_seconds)}</td>
+            </tr>
+          ))}
+          {queues.length === 0 && (
+            <tr>
+              <td colSpan={QUEUE_COLUMNS.length + 3} class="muted">No queues yet.</td>
+            </tr>
+          )}
+        </tbody>
+      </table>
+    </TableWrap>
+  );
+}
+
+/** Live runtimes, how many are unhealthy, and who leads. */
+function RuntimesCard({ runtimes }: { runtimes: Runtime[] | undefined }) {
+  const live = runtimes?.filter((r) => r.live) ?? [];
+  const unhealthy = runtimes?.filter(isUnhealthy) ?? [];
+  const leader = live.find((r) => r.leader);
+  return (
+    <section class="card" data-testid="runtimes-card" aria-labelledby="dash-runtimes-title">
+      <div class="card-head">
+        <h2 id="dash-runtimes-title">Runtimes</h2>
+        <Link href="/runtimes" class="more">All runtimes</Link>
+      </div>
+      {runtimes
+        ? (
+          <dl class="kv">
+            <dt>Live</dt>
+            <dd data-testid="runtimes-live">{live.length}</dd>
+            <dt>Unhealthy</dt>
+            <dd data-testid="runtimes-unhealthy" class={unhealthy.length ? "text-danger" : ""}>
+              {unhealthy.length ? <strong>{unhealthy.length}</strong> : "none"}
+            </dd>
+            <dt>Leader</dt>
+            <dd>{leader ? <code>{leader.id}</code> : <strong class="text-danger">none live</strong>}</dd>
+          </dl>
+        )
+        : <p class="muted">Loading…</p>}
+    </section>
+  );
+}
+
+export function Dashboard() {
+  useTitle("Dashboard");
+  const stats = usePoll("stats", (signal) => api.stats(signal));
+  const storage = usePoll("storage", (signal) => api.storage(signal));
+  const runtimes = usePoll("runtimes", (signal) => api.runtimes(signal));
+  const s = stats.data;
+
+  return (
+    <div class="page" data-testid="page-dashboard">
+      <h1>Dashboard</h1>
+      <section aria-labelledby="counts-title">
+        <h2 id="counts-title" class="sr-only">Jobs by state</h2>
+        <ul class="state-grid">
+          {JOB_STATES.map((st) => (
+            <li key={st}>
+              <Link
+                href={`/jobs?state=${st}`}
+                class={`state-card state-card-${st}`}
+                data-testid={`state-card-${st}`}
+              >
+                <span class="state-card-label">{stateLabel(st)}</span>
+                <span class="state-card-value" data-testid={`state-count-${st}`}>
+                  {s ? fmtNum(s.counts[st] ?? 0) : "…"}
+                </span>
+              </Link>
+            </li>
+          ))}
+        </ul>
+      </section>
+      {s
+        ? <ThroughputChart points={s.throughput} />
+        : (
+          <section class="card" aria-labelledby="throughput-title">
+            <h2 id="throughput-title">Throughput, last 60 minutes</h2>
+            <p class="muted">{stats.error ? "Not available: the stats could not be loaded." : "Loading…"}</p>
+          </section>
+        )}
+      <section class="card" aria-labelledby="dash-queues-title">
+        <div class="card-head">
+          <h2 id="dash-queues-title">Queues</h2>
+          <Link href="/queues" class="more">Manage queues</Link>
+        </div>
+        {s
+          ? <QueueCountsTable queues={s.queues} testidPrefix="dashboard-queue" />
+          : <p class="muted">Loading…</p>}
+      </section>
+      <div class="grid-cards">
+        <StorageCard storage={storage.data} />
+        <RuntimesCard runtimes={runtimes.data?.runtimes} />
+      </div>
+    </div>
+  );
+}

@@ -1,0 +1,235 @@
+/** @jsxImportSource preact */
+/**
+ * One job: its fields, args, result, every attempt's error, the callback it waits on and the
+ * callbacks registered for it; retry and cancel when the state allows them (and the server is
+ * writable).
+ */
+import { api, CANCELLABLE_STATES, type JobDetail as Detail, RETRYABLE_STATES } from "../api.ts";
+import { JsonBlock } from "../components/json_block.tsx";
+import { Link } from "../components/link.tsx";
+import { StateBadge } from "../components/state_badge.tsx";
+import { TableWrap } from "../components/table_wrap.tsx";
+import { FullTime } from "../components/time.tsx";
+import { useAction, usePoll, useTitle } from "../hooks.ts";
+import { useApp } from "../state.ts";
+
+function Actions({ detail, onChanged }: { detail: Detail; onChanged: () => void }) {
+  const { readOnly, notify } = useApp();
+  const action = useAction();
+  if (readOnly) return null;
+  const job = detail.job;
+  const canRetry = RETRYABLE_STATES.includes(job.state);
+  const canCancel = CANCELLABLE_STATES.includes(job.state);
+  if (!canRetry && !canCancel) return null;
+  return (
+    <div class="actions">
+      {canRetry && (
+        <button
+          type="button"
+          class="btn btn-primary"
+          data-testid="retry-button"
+          disabled={action.busy !== null}
+          onClick={() =>
+            action.run("retry", () => api.retryJob(job.id), (r) => {
+              notify(`Job #${job.id} retried: now ${r.job.state.replace(/_/g, " ")}.`);
+              onChanged();
+            })}
+        >
+          {action.busy === "retry" ? "Retrying…" : "Retry"}
+        </button>
+      )}
+      {canCancel && (
+        <button
+          type="button"
+          class="btn btn-danger"
+          data-testid="cancel-button"
+          disabled={action.busy !== null}
+          onClick={() =>
+            action.run("cancel", () => api.cancelJob(job.id), (r) => {
+              notify(`Job #${job.id} cancelled: now ${r.job.state.replace(/_/g, " ")}.`);
+              onChanged();
+            })}
+        >
+          {action.busy === "cancel" ? "Cancelling…" : "Cancel"}
+        </button>
+      )}
+    </div>
+  );
+}
+
+export function JobDetail({ id }: { id: string }) {
+  useTitle(`Job #${id}`);
+  const res = usePoll(`job/${id}`, (signal) => api.job(id, signal));
+  const d = res.data;
+
+  if (!d) {
+    return (
+      <div class="page" data-testid="page-job">
+        <p class="crumbs">
+          <Link href="/jobs">Jobs</Link> / #{id}
+        </p>
+        <h1>Job #{id}</h1>
+        <p class="muted">{res.error?.code === "not_found" ? "There is no job with this id." : "Loading…"}</p>
+      </div>
+    );
+  }
+
+  const j = d.job;
+  const pendingCallback = d.callbacks.find((c) => c.id === j.callback_id);
+  return (
+    <div class="page" data-testid="page-job">
+      <p class="crumbs">
+        <Link href="/jobs" data-testid="back-to-jobs">Jobs</Link> / #{j.id}
+      </p>
+      <div class="page-head">
+        <h1>
+          Job #{j.id} <code class="kind">{j.kind}</code>
+        </h1>
+        <StateBadge state={j.state} testid="job-state" />
+        <Actions detail={d} onChanged={res.refresh} />
+      </div>
+
+      <div class="grid-2">
+        <section class="card" aria-labelledby="job-fields-title" data-testid="job-detail">
+          <h2 id="job-fields-title">Details</h2>
+          <dl class="kv">
+            <dt>Queue</dt>
+            <dd>
+              <Link href={`/jobs?queue=${encodeURIComponent(j.queue)}`}>{j.queue}</Link>
+            </dd>
+            <dt>Priority</dt>
+            <dd>{j.priority}</dd>
+            <dt>Attempt</dt>
+            <dd data-testid="job-attempt">{j.attempt} of {j.max_attempts}</dd>
+            <dt>Tags</dt>
+            <dd>
+              {j.tags.length
+                ? j.tags.map((t) => <span class="tag" key={t}>{t}</span>)
+                : <span class="muted">none</span>}
+            </dd>
+            <dt>Created</dt>
+            <dd>
+              <FullTime iso={j.created_at} />
+            </dd>
+            <dt>Run at</dt>
+            <dd>
+              <FullTime iso={j.run_at} />
+            </dd>
+            <dt>Attempted</dt>
+            <dd>
+              <FullTime iso={j.attempted_at} />
+            </dd>
+            <dt>Attempted by</dt>
+            <dd>{j.attempted_by ? <code>{j.attempted_by}</code> : <span class="muted">–</span>}</dd>
+            <dt>Heartbeat</dt>
+            <dd>
+              <FullTime iso={j.heartbeat_at} />
+            </dd>
+            <dt>Deadline</dt>
+            <dd>
+              <FullTime iso={j.deadline_at} />
+            </dd>
+            <dt>Finalized</dt>
+            <dd>
+              <FullTime iso={j.finalized_at} />
+            </dd>
+            <dt>Unique key</dt>
+            <dd>{j.unique_key ? <code>{j.unique_key}</code> : <span class="muted">–</span>}</dd>
+            <dt>Callback id</dt>
+            <dd>
+              {j.callback_id
+                ? <code data-testid="job-callback-id">{j.callback_id}</code>
+                : <span class="muted" data-testid="job-callback-id">none</span>}
+            </dd>
+            <dt>Callback deadline</dt>
+            <dd>
+              <FullTime
+                iso={j.callback_timeout_at ?? pendingCallback?.deadline_at}
+                testid="job-callback-deadline"
+              />
+            </dd>
+          </dl>
+        </section>
+        <div class="stack">
+          <section class="card" aria-labelledby="job-args-title">
+            <h2 id="job-args-title">Args</h2>
+            <JsonBlock value={j.args} testid="job-args" label="Args" />
+          </section>
+          <section class="card" aria-labelledby="job-result-title">
+            <h2 id="job-result-title">Result</h2>
+            {j.result === null || j.result === undefined
+              ? <p class="muted" data-testid="job-result">No result.</p>
+              : <JsonBlock value={j.result} testid="job-result" label="Result" />}
+          </section>
+          {Object.keys(j.metadata ?? {}).length > 0 && (
+            <section class="card" aria-labelledby="job-meta-title">
+              <h2 id="job-meta-title">Metadata</h2>
+              <JsonBlock value={j.metadata} testid="job-metadata" label="Metadata" />
+            </section>
+          )}
+        </div>
+      </div>
+
+      <section class="card" aria-labelledby="job-errors-title" data-testid="job-errors">
+        <h2 id="job-errors-title">Errors ({j.errors.length})</h2>
+        {j.errors.length === 0 ? <p class="muted">No attempt has failed.</p> : (
+          <ol class="errors">
+            {j.errors.map((e, i) => (
+              <li key={`${e.attempt}-${i}`} data-testid={`job-error-${e.attempt}`}>
+                <div class="error-head">
+                  <strong>Attempt {e.attempt}</strong> <FullTime iso={e.at} />
+                  {e.terminal && <span class="badge state-failed">terminal</span>}
+                </div>
+                <pre class="error-text" tabIndex={0}>{e.error}</pre>
+              </li>
+            ))}
+          </ol>
+        )}
+      </section>
+
+      <section class="card" aria-labelledby="job-callbacks-title">
+        <h2 id="job-callbacks-title">Callbacks ({d.callbacks.length})</h2>
+        {d.callbacks.length === 0
+          ? <p class="muted" data-testid="job-callbacks-empty">No callback was registered.</p>
+          : (
+            <TableWrap label="Callbacks" testid="job-callbacks">
+              <table>
+                <thead>
+                  <tr>
+                    <th scope="col">Id</th>
+                    <th scope="col" class="num">Attempt</th>
+                    <th scope="col">State</th>
+                    <th scope="col">Deadline</th>
+                    <th scope="col">Created</th>
+                    <th scope="col">Resolved</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {d.callbacks.map((c) => (
+                    <tr key={c.id} data-testid={`callback-row-${c.id}`}>
+                      <td>
+                        <code>{c.id}</code>
+                      </td>
+                      <td class="num">{c.attempt}</td>
+                      <td>
+                        <span class={`badge cb-${c.state}`}>{c.state.replace(/_/g, " ")}</span>
+                      </td>
+                      <td>
+                        <FullTime iso={c.deadline_at} />
+                      </td>
+                      <td>
+                        <FullTime iso={c.created_at} />
+                      </td>
+                      <td>
+                        <FullTime iso={c.resolved_at} />
+                      </td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </TableWrap>
+          )}
+      </section>
+    </div>
+  );
+}

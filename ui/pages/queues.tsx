@@ -1,0 +1,103 @@
+/** @jsxImportSource preact */
+/** Every queue with its counts by state, the age of its oldest available job, and pause/resume. */
+import { api, JOB_STATES } from "../api.ts";
+import { Link } from "../components/link.tsx";
+import { TableWrap } from "../components/table_wrap.tsx";
+import { fmtAge, fmtNum, stateLabel } from "../format.ts";
+import { useAction, usePoll, useTitle } from "../hooks.ts";
+import { useApp } from "../state.ts";
+
+export function Queues() {
+  useTitle("Queues");
+  const { readOnly, notify } = useApp();
+  const res = usePoll("queues", (signal) => api.queues(signal));
+  const action = useAction();
+  const queues = res.data?.queues ?? [];
+
+  const toggle = (name: string, pause: boolean) =>
+    action.run(
+      `${pause ? "pause" : "resume"}:${name}`,
+      () => (pause ? api.pauseQueue(name) : api.resumeQueue(name)),
+      () => {
+        notify(`Queue ${name} ${pause ? "paused" : "resumed"}.`);
+        res.refresh();
+      },
+    );
+
+  return (
+    <div class="page" data-testid="page-queues">
+      <h1>Queues</h1>
+      {!res.data ? <p class="muted">Loading…</p> : (
+        <TableWrap label="Queues" testid="queues-table">
+          <table>
+            <thead>
+              <tr>
+                <th scope="col">Queue</th>
+                <th scope="col">Status</th>
+                {JOB_STATES.map((s) => <th scope="col" class="num" key={s}>{stateLabel(s)}</th>)}
+                <th scope="col" class="num">Oldest available</th>
+                {!readOnly && (
+                  <th scope="col" class="cell-actions">
+                    <span class="sr-only">Actions</span>
+                  </th>
+                )}
+              </tr>
+            </thead>
+            <tbody>
+              {queues.map((q) => (
+                <tr key={q.name} data-testid={`queue-row-${q.name}`} class={q.paused ? "row-paused" : ""}>
+                  <th scope="row">
+                    <Link href={`/jobs?queue=${encodeURIComponent(q.name)}`}>{q.name}</Link>
+                  </th>
+                  <td data-testid={`queue-status-${q.name}`}>
+                    {q.paused
+                      ? <span class="badge badge-paused">paused</span>
+                      : <span class="badge badge-ok">active</span>}
+                  </td>
+                  {JOB_STATES.map((s) => <td class="num" key={s}>{fmtNum(q.counts[s] ?? 0)}</td>)}
+                  <td class="num">{fmtAge(q.oldest_available_age_seconds)}</td>
+                  {!readOnly && (
+                    <td class="cell-actions">
+                      <div class="row-actions">
+                        {q.paused
+                          ? (
+                            <button
+                              type="button"
+                              class="btn btn-small"
+                              data-testid={`resume-queue-${q.name}`}
+                              disabled={action.busy !== null}
+                              onClick={() => toggle(q.name, false)}
+                              aria-label={`Resume queue ${q.name}`}
+                            >
+                              Resume
+                            </button>
+                          )
+                          : (
+                            <button
+                              type="button"
+                              class="btn btn-small"
+                              data-testid={`pause-queue-${q.name}`}
+                              disabled={action.busy !== null}
+                              onClick={() => toggle(q.name, true)}
+                              aria-label={`Pause queue ${q.name}`}
+                            >
+                              Pause
+                            </button>
+                          )}
+                      </div>
+                    </td>
+                  )}
+                </tr>
+              ))}
+              {queues.length === 0 && (
+                <tr>
+                  <td colSpan={JOB_STATES.length + 4} class="muted">No queues yet.</td>
+                </tr>
+              )}
+            </tbody>
+          </table>
+        </TableWrap>
+      )}
+    </div>
+  );
+}
