@@ -72,17 +72,17 @@ export function createCallbackRouter(client: Client, opts: CallbackRouterOptions
   const logger = opts.logger ?? console;
   const cors = opts.cors ? corsHeaders(opts.cors) : null;
 
+  const notFound = (path: string) =>
+    new HttpError(
+      "not_found",
+      `no route at ${path}: this callback receiver serves only POST ${prefix}/{callback_id}/complete|fail|heartbeat ` +
+        "(for callback URLs, the worker's callbackPathPrefix must match the receiver's --path-prefix)",
+    );
   const underPrefix = (path: string) => prefix === "" || path === prefix || path.startsWith(`${prefix}/`);
 
   const route = async (req: Request, path: string): Promise<Response> => {
     const m = matchRoute(path.slice(prefix.length));
-    if (!m) {
-      throw new HttpError(
-        "not_found",
-        `no callback route at ${path}: this receiver serves POST ${prefix}/{callback_id}/complete|fail|heartbeat ` +
-          "(the worker's callbackPathPrefix must match the receiver's --path-prefix)",
-      );
-    }
+    if (!m) throw notFound(path);
     if (req.method === "OPTIONS" && cors) return new Response(null, { status: 204 });
     if (req.method !== "POST") {
       throw new HttpError("method_not_allowed", `${req.method} is not allowed here: use POST`, {
@@ -130,14 +130,7 @@ export function createCallbackRouter(client: Client, opts: CallbackRouterOptions
     async fetch(req) {
       const res = await handle(req);
       if (res) return res;
-      const path = new URL(req.url).pathname;
-      return errorResponse(
-        new HttpError(
-          "not_found",
-          `no route at ${path}: this is a callback receiver; it serves only POST ` +
-            `${prefix}/{callback_id}/complete|fail|heartbeat`,
-        ),
-      );
+      return errorResponse(notFound(new URL(req.url).pathname));
     },
   };
 }

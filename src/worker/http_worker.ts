@@ -245,7 +245,7 @@ export function parseRetryAfter(v: string | null, now = Date.now()): number | nu
   if (v === null) return null;
   const s = v.trim();
   if (/^\d+$/.test(s)) return Math.min(Number(s) * 1000, MAX_RETRY_AFTER_MS);
-  const at = Date.parse(s);
+  const at = /[a-z]/i.test(s) ? Date.parse(s) : NaN; // an HTTP date has a weekday and a month name
   if (Number.isNaN(at)) return null;
   return Math.min(Math.max(0, at - now), MAX_RETRY_AFTER_MS);
 }
