@@ -6,6 +6,8 @@
 export { createClient } from "./src/client/client.ts";
 export type { Client, ClientOptions, ClientTransaction } from "./src/client/client.ts";
 export type { CallbackResult } from "./src/client/external.ts";
+export type { CronMethods } from "./src/client/cron.ts";
+export type { CronDefinition, CronSchedule } from "./src/cron/definition.ts";
 export { createWorker } from "./src/worker/worker.ts";
 export type { QueueConfig, Worker, WorkerOptions } from "./src/worker/worker.ts";
 export type { FunctionRequest, HttpWorkerConfig } from "./src/worker/http_worker.ts";
@@ -25,6 +27,7 @@ export { silentLogger } from "./src/worker/logger.ts";
 export {
   CallbackNotFoundError,
   CallbackNotPendingError,
+  CronNotFoundError,
   InvalidStateError,
   JobNotFoundError,
   SchemaOutdatedError,

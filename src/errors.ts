@@ -51,6 +51,14 @@ export class JobNotFoundError extends SvcError {
   }
 }
 
+/** No cron schedule with that name. */
+export class CronNotFoundError extends SvcError {
+  constructor(name: string) {
+    super(`cron schedule ${JSON.stringify(name)} not found`, "not_found");
+    this.name = "CronNotFoundError";
+  }
+}
+
 /** No callback with that id. */
 export class CallbackNotFoundError extends SvcError {
   constructor(id: string) {

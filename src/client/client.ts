@@ -22,6 +22,7 @@ import { InvalidStateError, JobNotFoundError, UniqueConflictError, ValidationErr
 import { normalizeEnqueue, validateQueueName } from "./enqueue_input.ts";
 import { type CallbackResult, resolveExternal } from "./external.ts";
 import { env } from "../runtime/runtime.ts";
+import { type CronMethods, cronMethods } from "./cron.ts";
 
 /** Options of `createClient`. */
 export interface ClientOptions {
@@ -48,8 +49,8 @@ export interface ClientTransaction {
   sql: any;
 }
 
-/** The client. */
-export interface Client {
+/** The client (its cron methods are in `./cron.ts`). */
+export interface Client extends CronMethods {
   readonly schema: string;
   /** The shared postgres.js pool. */
   readonly sql: Sql;
@@ -80,6 +81,8 @@ export interface Client {
   failExternal(callbackId: string, error: string, opts?: { retryable?: boolean }): Promise<CallbackResult>;
   heartbeatExternal(callbackId: string, opts: { timeoutSeconds: number }): Promise<CallbackResult>;
   healthCheck(): Promise<ClusterHealth>;
+  /** The active storage engine and the storage-transition state (`svc storage status`). */
+  storageStatus(): Promise<{ engine: string; transition: string }>;
   close(): Promise<void>;
 }
 
@@ -177,6 +180,8 @@ export function createClient(opts: ClientOptions = {}): Client {
       return resolveExternal(engine, id, "heartbeat", { timeoutSeconds: t });
     },
     healthCheck: () => clusterHealth(db, engine, names, 3 * heartbeatInterval),
+    storageStatus: () => engine.storageState(),
+    ...cronMethods(db, names, (kind, args, o) => client.enqueue(kind, args, o)),
     async close() {
       if (owned) await sql.end({ timeout: 5 });
     },

@@ -89,6 +89,16 @@ export function nextFireAfter(expr: string, timezone: string | undefined, after:
   return compile(expr, timezone).nextRun(after);
 }
 
+/** Checks the arguments of a fire-time window and compiles the expression. */
+function compileWindow(expr: string, timezone: string | undefined, after: Date, until: Date, max: number): Cron {
+  checkDate("afterExclusive", after);
+  checkDate("untilInclusive", until);
+  if (!Number.isInteger(max) || max < 0) {
+    throw new RangeError(`max must be a non-negative integer, got ${max}`);
+  }
+  return compile(expr, timezone);
+}
+
 /**
  * Fire times in (`afterExclusive`, `untilInclusive`], ascending, at most `max` of them (the
  * earliest ones). `max` must be a non-negative integer. Throws like {@link validateSchedule}.
@@ -100,12 +110,7 @@ export function fireTimesBetween(
   untilInclusive: Date,
   max: number,
 ): Date[] {
-  checkDate("afterExclusive", afterExclusive);
-  checkDate("untilInclusive", untilInclusive);
-  if (!Number.isInteger(max) || max < 0) {
-    throw new RangeError(`max must be a non-negative integer, got ${max}`);
-  }
-  const cron = compile(expr, timezone);
+  const cron = compileWindow(expr, timezone, afterExclusive, untilInclusive, max);
   const times: Date[] = [];
   let cursor = afterExclusive;
   while (times.length < max) {
@@ -115,4 +120,26 @@ export function fireTimesBetween(
     cursor = next;
   }
   return times;
+}
+
+/**
+ * The latest fire times in (`afterExclusive`, `untilInclusive`], ascending, at most `max` of them
+ * (the newest ones). Cheap when nothing is due: one forward step decides that. Throws like
+ * {@link validateSchedule}.
+ */
+export function latestFireTimes(
+  expr: string,
+  timezone: string | undefined,
+  afterExclusive: Date,
+  untilInclusive: Date,
+  max: number,
+): Date[] {
+  const cron = compileWindow(expr, timezone, afterExclusive, untilInclusive, max);
+  const first = cron.nextRun(afterExclusive);
+  if (max === 0 || first === null || first.getTime() > untilInclusive.getTime()) return [];
+  // croner's previousRuns excludes its reference instant; fire times are whole seconds, so 1 ms
+  // past `untilInclusive` includes a fire exactly at it.
+  return cron.previousRuns(max, new Date(untilInclusive.getTime() + 1))
+    .filter((d) => d.getTime() > afterExclusive.getTime())
+    .reverse();
 }
