@@ -16,7 +16,9 @@ import { CliError, databaseUrl, toCliError, UsageError, withDb } from "./common.
 function intOption(name: string, min: number, max: number) {
   return (v: string): number => {
     const n = Number(v);
-    if (!/^\d+$/.test(v) || n < min || n > max) throw new InvalidArgumentError(`${name} must be an integer from ${min} to ${max}`);
+    if (!/^\d+$/.test(v) || n < min || n > max) {
+      throw new InvalidArgumentError(`${name} must be an integer from ${min} to ${max}`);
+    }
     return n;
   };
 }
@@ -55,7 +57,9 @@ export async function assertWritable(client: Client): Promise<void> {
     );
   }
   const s = await client.schemaStatus();
-  if (s.current === null || s.current < s.expected) throw new CliError(new SchemaOutdatedError(s.current, s.expected).message);
+  if (s.current === null || s.current < s.expected) {
+    throw new CliError(new SchemaOutdatedError(s.current, s.expected).message);
+  }
 }
 
 /** `svc callbacks ...`. */
@@ -75,13 +79,25 @@ export function callbacksCommand(): Command {
       "path prefix of the routes; must match the workers' callbackPathPrefix",
       DEFAULT_CALLBACK_PATH_PREFIX,
     )
-    .option("--allow-unsigned", "accept callbacks without a signature when no secret is set (trusted networks only)")
-    .option("--pool-max <n>", "database connections (default: env SERVICE_POOL_MAX or 10)", intOption("--pool-max", 1, 1000))
+    .option(
+      "--allow-unsigned",
+      "accept callbacks without a signature when no secret is set (trusted networks only)",
+    )
+    .option(
+      "--pool-max <n>",
+      "database connections (default: env SERVICE_POOL_MAX or 10)",
+      intOption("--pool-max", 1, 1000),
+    )
     .action(async (o, cmd: Command) => {
-      const auth = callbackAuth(o.callbackHmacSecret ?? env("SERVICE_CALLBACK_HMAC_SECRET"), o.allowUnsigned === true);
+      const auth = callbackAuth(
+        o.callbackHmacSecret ?? env("SERVICE_CALLBACK_HMAC_SECRET"),
+        o.allowUnsigned === true,
+      );
       const poolEnv = env("SERVICE_POOL_MAX") ?? "10";
       if (o.poolMax === undefined && !/^\d+$/.test(poolEnv)) {
-        throw new UsageError(`SERVICE_POOL_MAX must be an integer from 1 to 1000, got ${JSON.stringify(poolEnv)}`);
+        throw new UsageError(
+          `SERVICE_POOL_MAX must be an integer from 1 to 1000, got ${JSON.stringify(poolEnv)}`,
+        );
       }
       const poolMax = o.poolMax ?? Math.min(Math.max(Number(poolEnv), 1), 1000);
       const client = createClient({
@@ -121,14 +137,18 @@ async function serveUntilSignal(
       res = errorResponse(e);
     }
     // One line per request; never the headers (the signature is a bearer credential).
-    console.log(`${req.method} ${new URL(req.url).pathname} ${res.status} ${(performance.now() - t0).toFixed(1)}ms`);
+    console.log(
+      `${req.method} ${new URL(req.url).pathname} ${res.status} ${(performance.now() - t0).toFixed(1)}ms`,
+    );
     return res;
   };
   let server;
   try {
     server = serveHttp({ hostname: host, port }, handler);
   } catch (e) {
-    throw new CliError(`cannot listen on ${host}:${port} (${(e as Error).message}); choose another --host / --port`);
+    throw new CliError(
+      `cannot listen on ${host}:${port} (${(e as Error).message}); choose another --host / --port`,
+    );
   }
   const { hostname, port: bound } = server.addr;
   const h = hostname.includes(":") ? `[${hostname}]` : hostname;
@@ -137,7 +157,9 @@ async function serveUntilSignal(
       `(${auth.kind})`,
   );
   if (auth.kind === "unsigned") {
-    eprintln("warning: callbacks are not authenticated (--allow-unsigned); keep this receiver on a trusted network");
+    eprintln(
+      "warning: callbacks are not authenticated (--allow-unsigned); keep this receiver on a trusted network",
+    );
   }
   await new Promise<void>((resolve) => {
     const off = onShutdownSignal(() => {

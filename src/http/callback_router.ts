@@ -95,14 +95,20 @@ export function createCallbackRouter(client: Client, opts: CallbackRouterOptions
     if (auth.kind === "signed") {
       const sig = req.headers.get(SIGNATURE_HEADER);
       if (sig === null) {
-        throw new HttpError("missing_signature", `missing ${SIGNATURE_HEADER} header: forward the one the worker sent`);
+        throw new HttpError(
+          "missing_signature",
+          `missing ${SIGNATURE_HEADER} header: forward the one the worker sent`,
+        );
       }
       if (!verify(auth.secret, m.callbackId, sig)) {
         throw new HttpError("invalid_signature", `invalid ${SIGNATURE_HEADER} for this callback id`);
       }
     }
     if (!isUuid(m.callbackId)) {
-      throw new HttpError("invalid_callback_id", `callback id must be a UUID, got ${JSON.stringify(m.callbackId)}`);
+      throw new HttpError(
+        "invalid_callback_id",
+        `callback id must be a UUID, got ${JSON.stringify(m.callbackId)}`,
+      );
     }
     const body = parseBody(m.action, await readBody(req));
     const r = await resolve(client, m.callbackId, body);
@@ -139,8 +145,8 @@ function checkAuth(auth: CallbackAuth | undefined): CallbackAuth {
   if (auth?.kind === "unsigned") return auth;
   if (auth?.kind === "signed" && auth.secret instanceof Uint8Array && auth.secret.length === 32) return auth;
   throw new ValidationError(
-    "createCallbackRouter: auth must be { kind: \"signed\", secret: parseSecret(<64 hex chars>) } " +
-      "or { kind: \"unsigned\" } (trusted networks only)",
+    'createCallbackRouter: auth must be { kind: "signed", secret: parseSecret(<64 hex chars>) } ' +
+      'or { kind: "unsigned" } (trusted networks only)',
   );
 }
 
@@ -160,7 +166,10 @@ function matchRoute(rest: string): { callbackId: string; action: CallbackAction 
 /** Reads the body, counting bytes as they arrive: Content-Length alone is not trusted. */
 async function readBody(req: Request): Promise<Uint8Array> {
   const tooLarge = () =>
-    new HttpError("payload_too_large", `request body is larger than ${MAX_CALLBACK_BODY_BYTES} bytes (1 MiB)`);
+    new HttpError(
+      "payload_too_large",
+      `request body is larger than ${MAX_CALLBACK_BODY_BYTES} bytes (1 MiB)`,
+    );
   const declared = Number(req.headers.get("content-length") ?? "0");
   if (declared > MAX_CALLBACK_BODY_BYTES) throw tooLarge();
   if (!req.body) return new Uint8Array(0);
@@ -215,7 +224,9 @@ function parseBody(action: CallbackAction, bytes: Uint8Array): Body {
       return { action, payload: o.payload };
     case "fail":
       if (typeof o.error !== "string") throw bad(`"error" must be a string`);
-      if (o.retryable !== undefined && typeof o.retryable !== "boolean") throw bad(`"retryable" must be a boolean`);
+      if (o.retryable !== undefined && typeof o.retryable !== "boolean") {
+        throw bad(`"retryable" must be a boolean`);
+      }
       return { action, error: o.error, retryable: o.retryable === true };
     case "heartbeat": {
       const t = o.timeout_seconds;

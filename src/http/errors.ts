@@ -47,7 +47,10 @@ export function errorBody(e: unknown): { status: number; body: { error: string; 
   if (e instanceof SvcError && STATUS_BY_CODE[e.code] !== undefined) {
     return { status: STATUS_BY_CODE[e.code], body: { error: e.message, code: e.code } };
   }
-  return { status: 500, body: { error: "internal error; the details are in the server log", code: "internal" } };
+  return {
+    status: 500,
+    body: { error: "internal error; the details are in the server log", code: "internal" },
+  };
 }
 
 /** Answers an error; a 500 logs the real error (with `context`, e.g. the method and path) and hides it. */

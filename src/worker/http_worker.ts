@@ -9,7 +9,7 @@
  * retryable. The status and the first 1 KiB of the response body go into the attempt's error.
  */
 import { callbackUrl, DEFAULT_CALLBACK_PATH_PREFIX, normalizePathPrefix } from "../contract/callback_url.ts";
-import { SIGNATURE_HEADER, sign } from "../contract/signature.ts";
+import { sign, SIGNATURE_HEADER } from "../contract/signature.ts";
 import { TerminalError, ValidationError } from "../errors.ts";
 import type { StorageEngine } from "../storage/engine.ts";
 import type { Job, Logger } from "../types.ts";
@@ -83,9 +83,15 @@ export function validateHttpWorkerConfig(kind: string, c: HttpWorkerConfig): voi
   const fail = (msg: string): never => {
     throw new ValidationError(`createWorker: ${at}.${msg}`);
   };
-  if (!c || typeof c !== "object") throw new ValidationError(`createWorker: ${at} must be an HttpWorkerConfig object`);
-  if ((c.mode as string) !== "async") fail(`mode must be "async" (the only mode), got ${JSON.stringify(c.mode)}`);
-  if (!isHttpUrl(c.url)) fail(`url must be an http(s) URL of the function endpoint, got ${JSON.stringify(c.url)}`);
+  if (!c || typeof c !== "object") {
+    throw new ValidationError(`createWorker: ${at} must be an HttpWorkerConfig object`);
+  }
+  if ((c.mode as string) !== "async") {
+    fail(`mode must be "async" (the only mode), got ${JSON.stringify(c.mode)}`);
+  }
+  if (!isHttpUrl(c.url)) {
+    fail(`url must be an http(s) URL of the function endpoint, got ${JSON.stringify(c.url)}`);
+  }
   if (c.callbackBaseUrl === undefined || c.callbackBaseUrl === "") {
     fail(
       "callbackBaseUrl is required in async mode: set it to the externally reachable base address of the " +
@@ -98,8 +104,12 @@ export function validateHttpWorkerConfig(kind: string, c: HttpWorkerConfig): voi
   if (c.callbackPathPrefix !== undefined && typeof c.callbackPathPrefix !== "string") {
     fail("callbackPathPrefix must be a string such as /api/callbacks");
   }
-  for (const [name, v] of [["callbackTimeout", c.callbackTimeout], ["requestTimeout", c.requestTimeout]] as const) {
-    if (v !== undefined && !(Number.isFinite(v) && v > 0)) fail(`${name} must be a positive number of milliseconds`);
+  for (
+    const [name, v] of [["callbackTimeout", c.callbackTimeout], ["requestTimeout", c.requestTimeout]] as const
+  ) {
+    if (v !== undefined && !(Number.isFinite(v) && v > 0)) {
+      fail(`${name} must be a positive number of milliseconds`);
+    }
   }
   if (c.hmacSecret !== undefined && !(c.hmacSecret instanceof Uint8Array && c.hmacSecret.length === 32)) {
     fail("hmacSecret must be 32 bytes: parseSecret(<64 hex characters>)");
@@ -115,7 +125,9 @@ export function validateHttpWorkerConfig(kind: string, c: HttpWorkerConfig): voi
   if (c.maxAttempts !== undefined && !(Number.isInteger(c.maxAttempts) && c.maxAttempts >= 1)) {
     fail("maxAttempts must be a positive integer");
   }
-  if (c.backoff !== undefined && typeof c.backoff !== "function") fail("backoff must be a function (attempt) => ms");
+  if (c.backoff !== undefined && typeof c.backoff !== "function") {
+    fail("backoff must be a function (attempt) => ms");
+  }
 }
 
 function isHttpUrl(s: unknown): boolean {
@@ -190,7 +202,11 @@ export function createHttpRunner(kind: string, config: HttpWorkerConfig, deps: H
         excerpt = await readExcerpt(res).catch(() => "(response body could not be read)");
       }
     } catch (e) {
-      if (timedOut()) throw new Error(`function endpoint did not answer within the request timeout of ${requestTimeout} ms`);
+      if (timedOut()) {
+        throw new Error(
+          `function endpoint did not answer within the request timeout of ${requestTimeout} ms`,
+        );
+      }
       if (ctx.signal.aborted) throw e; // cancel or shutdown: the executor records it
       throw new Error(`could not reach the function endpoint: ${(e as Error)?.message ?? e}`);
     }
@@ -198,7 +214,9 @@ export function createHttpRunner(kind: string, config: HttpWorkerConfig, deps: H
     if (status >= 200 && status < 300) {
       // Parks unless the function already called back (or the job changed): either way nothing more to write.
       const parked = await deps.engine.park(job.id, job.lease, callbackId);
-      if (!parked) logger?.debug(`svc: job ${job.id}: callback ${callbackId} resolved before the attempt was parked`);
+      if (!parked) {
+        logger?.debug(`svc: job ${job.id}: callback ${callbackId} resolved before the attempt was parked`);
+      }
       return PARKED;
     }
     const what = `function endpoint responded HTTP ${status}${statusText ? ` ${statusText}` : ""}` +

@@ -35,7 +35,12 @@ export async function pendingCallback(
   const queue = opts.queue ?? `q${crypto.randomUUID().slice(0, 8)}`;
   await client.enqueue("fn", { n: 1 }, { queue, maxAttempts: opts.maxAttempts ?? 25 });
   const [job] = await client.engine.claim(queue, 1, "test-runtime", {});
-  const callbackId = await client.engine.registerCallback(job.id, job.lease, opts.timeoutMs ?? 60_000, "http");
+  const callbackId = await client.engine.registerCallback(
+    job.id,
+    job.lease,
+    opts.timeoutMs ?? 60_000,
+    "http",
+  );
   if (!callbackId) throw new Error("registerCallback returned null");
   if (opts.park ?? true) await client.engine.park(job.id, job.lease, callbackId);
   return { job, callbackId };
@@ -52,7 +57,11 @@ export async function post(
       body instanceof ReadableStream
     ? body as BodyInit | undefined
     : JSON.stringify(body);
-  const res = await fetch(url, { method, body: raw, headers: { "content-type": "application/json", ...headers } });
+  const res = await fetch(url, {
+    method,
+    body: raw,
+    headers: { "content-type": "application/json", ...headers },
+  });
   const text = await res.text();
   let parsed: unknown = text;
   try {

@@ -7,12 +7,12 @@ import assert from "node:assert/strict";
 import { testClient } from "../helpers/db.ts";
 import { closedPort, pendingCallback, post, serveTest } from "../helpers/http.ts";
 import {
-  callbackUrl,
   type CallbackRouterOptions,
+  callbackUrl,
   createCallbackRouter,
   parseSecret,
-  SIGNATURE_HEADER,
   sign,
+  SIGNATURE_HEADER,
 } from "../../mod.ts";
 import { createClient } from "../../src/client/client.ts";
 import { MAX_CALLBACK_BODY_BYTES } from "../../src/http/callback_router.ts";
@@ -24,7 +24,13 @@ const signed = (id: string) => ({ [SIGNATURE_HEADER]: sign(SECRET, id) });
 
 async function withReceiver(
   opts: Partial<CallbackRouterOptions>,
-  fn: (r: { client: Client; base: string; url: (id: string, action?: "complete" | "fail" | "heartbeat") => string }) => Promise<void>,
+  fn: (
+    r: {
+      client: Client;
+      base: string;
+      url: (id: string, action?: "complete" | "fail" | "heartbeat") => string;
+    },
+  ) => Promise<void>,
 ): Promise<void> {
   const { client, drop } = await testClient();
   const router = createCallbackRouter(client, { auth: { kind: "signed", secret: SECRET }, ...opts });
@@ -66,7 +72,12 @@ Deno.test("signed receiver: each step of the check order answers its status and 
     const big = "x".repeat(MAX_CALLBACK_BODY_BYTES + 1);
 
     await t.step("401 missing_signature comes before the id, size and body checks", async () => {
-      for (const [id, body] of [[unknown, { payload: 1 }], ["not-a-uuid", { payload: 1 }], [unknown, big]] as const) {
+      for (
+        const [id, body] of [[unknown, { payload: 1 }], ["not-a-uuid", { payload: 1 }], [
+          unknown,
+          big,
+        ]] as const
+      ) {
         const r = await post(url(id), body);
         assert.equal(r.status, 401);
         assert.deepEqual(r.body.code, "missing_signature");
@@ -100,20 +111,23 @@ Deno.test("signed receiver: each step of the check order answers its status and 
       }
     });
 
-    await t.step("413 payload_too_large counts bytes (with and without Content-Length), before the JSON check", async () => {
-      let r = await post(url(unknown), big, signed(unknown));
-      assert.equal(r.status, 413);
-      assert.equal(r.body.code, "payload_too_large");
-      r = await post(url(unknown), streamOf(MAX_CALLBACK_BODY_BYTES + 1), signed(unknown));
-      assert.equal(r.status, 413, "streamed body without Content-Length");
-      assert.equal(r.body.code, "payload_too_large");
-      r = await post(url(unknown), streamOf(3 * MAX_CALLBACK_BODY_BYTES), signed(unknown));
-      assert.equal(r.status, 413);
-      // Exactly 1 MiB is accepted and reaches the lookup.
-      r = await post(url(unknown), jsonOfSize(MAX_CALLBACK_BODY_BYTES), signed(unknown));
-      assert.equal(r.status, 404);
-      assert.equal(r.body.code, "callback_not_found");
-    });
+    await t.step(
+      "413 payload_too_large counts bytes (with and without Content-Length), before the JSON check",
+      async () => {
+        let r = await post(url(unknown), big, signed(unknown));
+        assert.equal(r.status, 413);
+        assert.equal(r.body.code, "payload_too_large");
+        r = await post(url(unknown), streamOf(MAX_CALLBACK_BODY_BYTES + 1), signed(unknown));
+        assert.equal(r.status, 413, "streamed body without Content-Length");
+        assert.equal(r.body.code, "payload_too_large");
+        r = await post(url(unknown), streamOf(3 * MAX_CALLBACK_BODY_BYTES), signed(unknown));
+        assert.equal(r.status, 413);
+        // Exactly 1 MiB is accepted and reaches the lookup.
+        r = await post(url(unknown), jsonOfSize(MAX_CALLBACK_BODY_BYTES), signed(unknown));
+        assert.equal(r.status, 404);
+        assert.equal(r.body.code, "callback_not_found");
+      },
+    );
 
     await t.step("400 invalid_body before the lookup, whatever the Content-Type", async () => {
       const cases: [("complete" | "fail" | "heartbeat"), string][] = [
@@ -133,7 +147,10 @@ Deno.test("signed receiver: each step of the check order answers its status and 
         ["heartbeat", `{"timeout_seconds": 2592001}`],
       ];
       for (const [action, body] of cases) {
-        const r = await post(url(unknown, action), body, { ...signed(unknown), "content-type": "text/plain" });
+        const r = await post(url(unknown, action), body, {
+          ...signed(unknown),
+          "content-type": "text/plain",
+        });
         assert.equal(r.status, 400, `${action} ${body}`);
         assert.equal(r.body.code, "invalid_body");
       }
@@ -142,7 +159,11 @@ Deno.test("signed receiver: each step of the check order answers its status and 
     });
 
     await t.step("404 callback_not_found for a well-formed unknown id", async () => {
-      for (const [action, body] of [["complete", {}], ["fail", { error: "x" }], ["heartbeat", { timeout_seconds: 5 }]] as const) {
+      for (
+        const [action, body] of [["complete", {}], ["fail", { error: "x" }], ["heartbeat", {
+          timeout_seconds: 5,
+        }]] as const
+      ) {
         const r = await post(url(unknown, action), body, signed(unknown));
         assert.equal(r.status, 404);
         assert.equal(r.body.code, "callback_not_found");
@@ -214,38 +235,48 @@ Deno.test("signed receiver: each step of the check order answers its status and 
       assert.ok(Date.parse(r2.body.timeout_at) < at);
     });
 
-    await t.step("409 callback_not_pending: past its deadline (not yet expired), superseded, job cancelled", async () => {
-      const late = await pendingCallback(client, { timeoutMs: 1 });
-      await new Promise((r) => setTimeout(r, 20));
-      let r = await post(url(late.callbackId), { payload: 1 }, signed(late.callbackId));
-      assert.equal(r.status, 409);
-      assert.equal(r.body.code, "callback_not_pending");
-      assert.equal((await client.getCallback(late.callbackId))!.state, "pending", "no leader has expired it yet");
-      assert.equal((await client.getJob(late.job.id))!.state, "waiting_external");
+    await t.step(
+      "409 callback_not_pending: past its deadline (not yet expired), superseded, job cancelled",
+      async () => {
+        const late = await pendingCallback(client, { timeoutMs: 1 });
+        await new Promise((r) => setTimeout(r, 20));
+        let r = await post(url(late.callbackId), { payload: 1 }, signed(late.callbackId));
+        assert.equal(r.status, 409);
+        assert.equal(r.body.code, "callback_not_pending");
+        assert.equal(
+          (await client.getCallback(late.callbackId))!.state,
+          "pending",
+          "no leader has expired it yet",
+        );
+        assert.equal((await client.getJob(late.job.id))!.state, "waiting_external");
 
-      const old = await pendingCallback(client, { park: false });
-      const newer = await client.engine.registerCallback(old.job.id, old.job.lease, 60_000, "http");
-      r = await post(url(old.callbackId), {}, signed(old.callbackId));
-      assert.equal(r.status, 409);
-      assert.equal((await client.getCallback(old.callbackId))!.state, "superseded");
-      r = await post(url(newer!), {}, signed(newer!));
-      assert.equal(r.status, 200, "the newer callback still works");
+        const old = await pendingCallback(client, { park: false });
+        const newer = await client.engine.registerCallback(old.job.id, old.job.lease, 60_000, "http");
+        r = await post(url(old.callbackId), {}, signed(old.callbackId));
+        assert.equal(r.status, 409);
+        assert.equal((await client.getCallback(old.callbackId))!.state, "superseded");
+        r = await post(url(newer!), {}, signed(newer!));
+        assert.equal(r.status, 200, "the newer callback still works");
 
-      const gone = await pendingCallback(client);
-      await client.cancel(gone.job.id);
-      r = await post(url(gone.callbackId, "heartbeat"), { timeout_seconds: 5 }, signed(gone.callbackId));
-      assert.equal(r.status, 409);
-      assert.equal(r.body.code, "callback_not_pending");
-    });
+        const gone = await pendingCallback(client);
+        await client.cancel(gone.job.id);
+        r = await post(url(gone.callbackId, "heartbeat"), { timeout_seconds: 5 }, signed(gone.callbackId));
+        assert.equal(r.status, 409);
+        assert.equal(r.body.code, "callback_not_pending");
+      },
+    );
 
-    await t.step("a complete while the attempt is still running (before the worker parks) completes the job", async () => {
-      const { job, callbackId } = await pendingCallback(client, { park: false });
-      const r = await post(url(callbackId), { payload: "early" }, signed(callbackId));
-      assert.equal(r.status, 200);
-      assert.equal(r.body.state, "completed");
-      assert.equal(await client.engine.park(job.id, job.lease, callbackId), false, "nothing left to park");
-      assert.equal((await client.getJob(job.id))!.state, "completed");
-    });
+    await t.step(
+      "a complete while the attempt is still running (before the worker parks) completes the job",
+      async () => {
+        const { job, callbackId } = await pendingCallback(client, { park: false });
+        const r = await post(url(callbackId), { payload: "early" }, signed(callbackId));
+        assert.equal(r.status, 200);
+        assert.equal(r.body.state, "completed");
+        assert.equal(await client.engine.park(job.id, job.lease, callbackId), false, "nothing left to park");
+        assert.equal((await client.getJob(job.id))!.state, "completed");
+      },
+    );
   });
 });
 
@@ -261,7 +292,10 @@ Deno.test("unsigned receiver ignores the signature header and keeps the other ch
 
     const unknown = crypto.randomUUID();
     assert.equal((await post(url("nope"), {})).body.code, "invalid_callback_id");
-    assert.equal((await post(url(unknown), "x".repeat(MAX_CALLBACK_BODY_BYTES + 1))).body.code, "payload_too_large");
+    assert.equal(
+      (await post(url(unknown), "x".repeat(MAX_CALLBACK_BODY_BYTES + 1))).body.code,
+      "payload_too_large",
+    );
     assert.equal((await post(url(unknown), "{")).body.code, "invalid_body");
     assert.equal((await post(url(unknown), {})).body.code, "callback_not_found");
     r = await post(url(a.callbackId, "fail"), { error: "late" });
@@ -322,7 +356,9 @@ Deno.test("only the three POST routes: 404 not_found for other paths, 405 for ot
       assert.equal(res.status, 405, method);
       assert.equal(body.code, "method_not_allowed");
       assert.equal(res.headers.get("allow"), "POST");
-      for (const [h] of res.headers) assert.ok(!h.startsWith("access-control-"), `${method}: no CORS header ${h}`);
+      for (const [h] of res.headers) {
+        assert.ok(!h.startsWith("access-control-"), `${method}: no CORS header ${h}`);
+      }
     }
     const r = await post(url(id), {}, { ...signed(id), origin: "https://evil.example" });
     for (const [h] of r.headers) assert.ok(!h.startsWith("access-control-"), `no CORS header ${h}`);
@@ -361,7 +397,11 @@ Deno.test("cors option (for svc serve): preflight answered and the origin echoed
     const { callbackId } = await pendingCallback(client);
     const r = await post(url(callbackId), {}, { ...signed(callbackId), origin: "https://other.example" });
     assert.equal(r.status, 200);
-    assert.equal(r.headers.get("access-control-allow-origin"), null, "an origin not listed gets no CORS header");
+    assert.equal(
+      r.headers.get("access-control-allow-origin"),
+      null,
+      "an origin not listed gets no CORS header",
+    );
   });
 });
 
@@ -369,7 +409,10 @@ Deno.test("200 concurrent completes of one callback: exactly one 200, the rest 4
   await withReceiver({}, async ({ client, url }) => {
     const { job, callbackId } = await pendingCallback(client);
     const results = await Promise.all(
-      Array.from({ length: 200 }, (_, i) => post(url(callbackId), { payload: { winner: i } }, signed(callbackId))),
+      Array.from(
+        { length: 200 },
+        (_, i) => post(url(callbackId), { payload: { winner: i } }, signed(callbackId)),
+      ),
     );
     const ok = results.filter((r) => r.status === 200);
     const conflict = results.filter((r) => r.status === 409);

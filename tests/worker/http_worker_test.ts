@@ -13,8 +13,8 @@ import {
   type FunctionRequest,
   type HttpWorkerConfig,
   parseSecret,
-  SIGNATURE_HEADER,
   sign,
+  SIGNATURE_HEADER,
 } from "../../mod.ts";
 import type { Client } from "../../src/client/client.ts";
 import type { Job } from "../../src/types.ts";
@@ -65,10 +65,14 @@ async function withHttpWorker(
   const background: Promise<unknown>[] = [];
   const env = { client, receiver, received: [] as Received[] } as unknown as Env;
   env.until = (id, ...states) =>
-    waitFor(async () => {
-      const j = (await client.getJob(id))!;
-      return states.includes(j.state) ? j : null;
-    }, 10_000, `job ${id} to be ${states.join(" or ")}`) as Promise<Job>;
+    waitFor(
+      async () => {
+        const j = (await client.getJob(id))!;
+        return states.includes(j.state) ? j : null;
+      },
+      10_000,
+      `job ${id} to be ${states.join(" or ")}`,
+    ) as Promise<Job>;
   env.callBack = (r, url, b) => {
     const sig = r.headers.get(SIGNATURE_HEADER);
     const p = post(url, b, sig ? { [SIGNATURE_HEADER]: sig } : {});
@@ -229,7 +233,11 @@ Deno.test("fail callback: terminal by default; retryable: true retries and the n
     const t = await until(terminal.id, "failed", "completed");
     assert.equal(t.state, "failed");
     assert.equal(t.attempt, 1);
-    assert.deepEqual(t.errors.map((e) => [e.attempt, e.error, e.terminal]), [[1, "unsupported image format", true]]);
+    assert.deepEqual(t.errors.map((e) => [e.attempt, e.error, e.terminal]), [[
+      1,
+      "unsupported image format",
+      true,
+    ]]);
 
     const r = await until(retry.id, "completed", "failed");
     assert.equal(r.state, "completed");
@@ -254,7 +262,8 @@ Deno.test("heartbeat keeps a parked job alive past its original callback timeout
     const job = await client.enqueue("fn", {}, { maxAttempts: 1 });
     await until(job.id, "waiting_external");
     // Past the original 800 ms deadline (plus several 50 ms rounds of the leader expiring callbacks).
-    const originalDeadline = (await client.getCallback(received[0].body.callback_id))!.createdAt.getTime() + 800;
+    const originalDeadline = (await client.getCallback(received[0].body.callback_id))!.createdAt.getTime() +
+      800;
     await waitFor(() => Date.now() > originalDeadline + 400, 5_000);
     const parked = (await client.getJob(job.id))!;
     assert.equal(parked.state, "waiting_external", "still waiting thanks to the heartbeat");
@@ -334,7 +343,10 @@ Deno.test("function responses: 3xx and 4xx terminal, listed statuses and 5xx ret
 
     assert.match(await err(j429, "retryable"), /HTTP 429.*slow down/);
     const runAt = (await client.getJob(j429.id))!.runAt.getTime() - Date.now();
-    assert.ok(runAt > 20_000 && runAt < 40_000, `Retry-After: 30 honoured over the backoff (run_at in ${runAt} ms)`);
+    assert.ok(
+      runAt > 20_000 && runAt < 40_000,
+      `Retry-After: 30 honoured over the backoff (run_at in ${runAt} ms)`,
+    );
 
     const e500 = await err(j500, "retryable");
     assert.match(e500, /^function endpoint responded HTTP 500/);
@@ -420,7 +432,11 @@ Deno.test("a worker/receiver path-prefix mismatch: the function's callback gets 
 
 Deno.test("createWorker refuses a bad httpWorkers entry with an error naming the option", () => {
   const base = { databaseUrl: "postgres://127.0.0.1:1/none", queues: { default: {} } };
-  const ok: HttpWorkerConfig = { url: "http://127.0.0.1:9/fn", mode: "async", callbackBaseUrl: "http://127.0.0.1:4000" };
+  const ok: HttpWorkerConfig = {
+    url: "http://127.0.0.1:9/fn",
+    mode: "async",
+    callbackBaseUrl: "http://127.0.0.1:4000",
+  };
   const bad: [Partial<HttpWorkerConfig>, RegExp][] = [
     [{ callbackBaseUrl: undefined }, /httpWorkers\.resize\.callbackBaseUrl is required in async mode/],
     [{ callbackBaseUrl: "" }, /callbackBaseUrl is required/],
