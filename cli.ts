@@ -7,6 +7,7 @@
 import { Command, CommanderError } from "commander";
 import { CliError, toCliError } from "./src/cli/common.ts";
 import { migrateCommand } from "./src/cli/migrate.ts";
+import { serveCommand } from "./src/cli/serve.ts";
 import { callbacksCommand } from "./src/cli/callbacks.ts";
 import { args, eprintln, exit } from "./src/runtime/runtime.ts";
 import denoJson from "./deno.json" with { type: "json" };
@@ -22,6 +23,7 @@ export function buildProgram(): Command {
     .exitOverride();
   program.addCommand(migrateCommand());
   program.addCommand(callbacksCommand());
+  program.addCommand(serveCommand());
   return program;
 }
 

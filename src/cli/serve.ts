@@ -1,0 +1,172 @@
+/**
+ * `svc serve`: the operator process (contract 4.4): the admin UI, the admin REST API under `/api`
+ * and the callback receiver under `/api/callbacks`, behind one router with permissive CORS.
+ */
+import { Command, InvalidArgumentError } from "commander";
+import { type Client, createClient } from "../client/client.ts";
+import { SchemaOutdatedError } from "../errors.ts";
+import { createAdminServer } from "../http/server.ts";
+import { env, eprintln, onShutdownSignal, serveHttp } from "../runtime/runtime.ts";
+import { callbackAuth } from "./callbacks.ts";
+import { CliError, databaseUrl, toCliError, UsageError, withDb } from "./common.ts";
+
+/** Default `--pool-max` (contract section 8). */
+export const DEFAULT_SERVE_POOL_MAX = 10;
+
+function portNumber(v: string): number {
+  if (!/^\d{1,5}$/.test(v) || Number(v) > 65535) {
+    throw new InvalidArgumentError("--port must be an integer from 0 to 65535");
+  }
+  return Number(v);
+}
+
+function poolSize(v: string, what: string): number {
+  if (!/^\d{1,4}$/.test(v) || Number(v) < 1 || Number(v) > 1000) {
+    throw new InvalidArgumentError(`${what} must be an integer from 1 to 1000, got ${JSON.stringify(v)}`);
+  }
+  return Number(v);
+}
+
+function origin(v: string, previous: string[] = []): string[] {
+  let u: URL;
+  try {
+    u = new URL(v);
+  } catch {
+    throw new InvalidArgumentError(
+      `--cors-origin must be an origin such as https://admin.example.com, got ${v}`,
+    );
+  }
+  if (!/^https?:$/.test(u.protocol) || u.origin !== v.replace(/\/$/, "")) {
+    throw new InvalidArgumentError(
+      `--cors-origin must be an origin (scheme://host[:port], no path), such as https://admin.example.com, got ${v}`,
+    );
+  }
+  return [...previous, u.origin];
+}
+
+/** Whether an environment flag is on (`1`, `true`, `yes`, `on`). */
+function envFlag(name: string): boolean {
+  const v = env(name)?.toLowerCase();
+  if (v === undefined || ["0", "false", "no", "off"].includes(v)) return false;
+  if (["1", "true", "yes", "on"].includes(v)) return true;
+  throw new UsageError(`${name} must be 1 or 0 (or true/false), got ${JSON.stringify(env(name))}`);
+}
+
+/** `svc serve`. */
+export function serveCommand(): Command {
+  return withDb(new Command("serve"))
+    .description("serve the admin UI, the admin REST API (/api) and the callback receiver (/api/callbacks)")
+    .option("--host <host>", "address to listen on", "127.0.0.1")
+    .option("--port <port>", "port to listen on (0 picks a free one)", portNumber, 3000)
+    .option(
+      "--read-only",
+      "refuse every change, callbacks included, with 503 (default: env SERVICE_READ_ONLY=1)",
+    )
+    .option(
+      "--callback-hmac-secret <hex>",
+      "64-hex-character secret shared with the workers' hmacSecret (default: env SERVICE_CALLBACK_HMAC_SECRET); " +
+        "without one, callbacks are not authenticated",
+    )
+    .option(
+      "--pool-max <n>",
+      `database connections (default: env SERVICE_POOL_MAX or ${DEFAULT_SERVE_POOL_MAX})`,
+      (v: string) => poolSize(v, "--pool-max"),
+    )
+    .option(
+      "--cors-origin <origin>",
+      "allow only this origin by CORS (repeatable; default: any origin)",
+      origin,
+    )
+    .action(async (o, cmd: Command) => {
+      const readOnly = o.readOnly === true || envFlag("SERVICE_READ_ONLY");
+      const auth = callbackAuth(o.callbackHmacSecret ?? env("SERVICE_CALLBACK_HMAC_SECRET"), true);
+      let poolMax: number = o.poolMax;
+      if (poolMax === undefined) {
+        try {
+          poolMax = poolSize(env("SERVICE_POOL_MAX") ?? String(DEFAULT_SERVE_POOL_MAX), "SERVICE_POOL_MAX");
+        } catch (e) {
+          throw new UsageError((e as Error).message);
+        }
+      }
+      const client = createClient({
+        databaseUrl: databaseUrl(cmd),
+        schema: cmd.optsWithGlobals().schema ?? env("SERVICE_SCHEMA"),
+        maxConnections: poolMax,
+        connectTimeout: 5,
+      });
+      try {
+        await checkSchema(client);
+        await serveUntilSignal(client, {
+          host: o.host,
+          port: o.port,
+          readOnly,
+          auth,
+          corsOrigins: o.corsOrigin ?? [],
+        });
+      } finally {
+        await client.close().catch(() => {});
+      }
+    });
+}
+
+async function checkSchema(client: Client): Promise<void> {
+  let s;
+  try {
+    s = await client.schemaStatus();
+  } catch (e) {
+    throw toCliError(e);
+  }
+  if (s.current === null || s.current < s.expected) {
+    throw new CliError(new SchemaOutdatedError(s.current, s.expected).message);
+  }
+}
+
+async function serveUntilSignal(
+  client: Client,
+  o: {
+    host: string;
+    port: number;
+    readOnly: boolean;
+    auth: ReturnType<typeof callbackAuth>;
+    corsOrigins: string[];
+  },
+): Promise<void> {
+  const app = createAdminServer(client, {
+    callbackAuth: o.auth,
+    readOnly: o.readOnly,
+    corsOrigins: o.corsOrigins,
+    logger: { info: (line: string) => console.log(line), error: (line: string) => eprintln(line) },
+  });
+  let server;
+  try {
+    server = serveHttp({ hostname: o.host, port: o.port }, app.fetch);
+  } catch (e) {
+    throw new CliError(
+      `cannot listen on ${o.host}:${o.port} (${(e as Error).message}); choose another --host / --port`,
+    );
+  }
+  const { hostname, port } = server.addr;
+  const wildcard = hostname === "0.0.0.0" || hostname === "::";
+  const shown = wildcard ? "127.0.0.1" : hostname.includes(":") ? `[${hostname}]` : hostname;
+  const notes = [
+    "API under /api",
+    o.readOnly ? "read-only" : `callbacks ${o.auth.kind}`,
+    o.corsOrigins.length ? `CORS: ${o.corsOrigins.join(" ")}` : "CORS: any origin",
+  ];
+  if (wildcard) notes.unshift(`listening on all interfaces (${hostname})`);
+  console.log(`svc serve: open http://${shown}:${port}/ (${notes.join("; ")})`);
+  if (o.auth.kind === "unsigned" && !o.readOnly) {
+    eprintln(
+      "warning: callbacks are unsigned (no --callback-hmac-secret / SERVICE_CALLBACK_HMAC_SECRET): anyone who " +
+        "can reach /api/callbacks can complete jobs; keep it behind private networking or an authenticating proxy",
+    );
+  }
+  await new Promise<void>((resolve) => {
+    const off = onShutdownSignal(() => {
+      off();
+      resolve();
+    });
+  });
+  await server.close();
+  console.log("svc serve: stopped");
+}

@@ -1,0 +1,269 @@
+/**
+ * Jobs: list (filters, text search in args, keyset pagination), enqueue, get with callbacks,
+ * retry, cancel, and bulk retry/cancel by filter.
+ */
+import type { CallbackRecord, JobFilter } from "../../storage/engine.ts";
+import { jobToJson } from "../../storage/job_row.ts";
+import { type JobState, TERMINAL_STATES } from "../../types.ts";
+import {
+  actionRoute,
+  type ApiRoute,
+  invalid,
+  notFound,
+  type Param,
+  ref,
+  route,
+  type Schema,
+} from "./route.ts";
+import { queueNameSchema, stateSchema } from "./schemas.ts";
+
+const idParam: Param = {
+  name: "id",
+  in: "path",
+  description: "job id",
+  schema: { type: "integer", minimum: 1, maximum: Number.MAX_SAFE_INTEGER },
+};
+
+const jobBody: Schema = { type: "object", required: ["job"], properties: { job: ref("Job") } };
+
+/** A callback row as JSON. */
+export function callbackToJson(c: CallbackRecord): Record<string, unknown> {
+  return {
+    id: c.id,
+    attempt: c.attempt,
+    kind: c.kind,
+    state: c.state,
+    deadline_at: c.deadlineAt ? new Date(c.deadlineAt).toISOString() : null,
+    created_at: new Date(c.createdAt).toISOString(),
+    resolved_at: c.resolvedAt ? new Date(c.resolvedAt).toISOString() : null,
+    error: c.error,
+  };
+}
+
+const bulkSchema: Schema = {
+  type: "object",
+  additionalProperties: false,
+  properties: { state: stateSchema, kind: { type: "string", minLength: 1 }, queue: queueNameSchema },
+};
+
+const countBody: Schema = { type: "object", required: ["count"], properties: { count: { type: "integer" } } };
+
+const NON_TERMINAL: JobState[] = ["scheduled", "available", "running", "waiting_external", "retryable"];
+
+/** `POST /jobs/bulk-<verb>` with a filter body; a state the action never applies to is a 400. */
+function bulkRoute(verb: "retry" | "cancel", summary: string, allowed: readonly JobState[]): ApiRoute {
+  return route({
+    method: "POST",
+    path: `/jobs/bulk-${verb}`,
+    operationId: `bulk${verb === "retry" ? "Retry" : "Cancel"}Jobs`,
+    summary,
+    tag: "jobs",
+    mutates: true,
+    body: bulkSchema,
+    response: countBody,
+    errors: ["invalid_request"],
+    async handler({ client, body }) {
+      const b = body as { state?: JobState; kind?: string; queue?: string };
+      if (b.state !== undefined && !allowed.includes(b.state)) {
+        throw invalid(
+          `bulk-${verb} applies to jobs that are ${allowed.join(", ")}; state ${b.state} matches none`,
+        );
+      }
+      const f: JobFilter = {};
+      if (b.state !== undefined) f.state = b.state;
+      if (b.kind !== undefined) f.kind = b.kind;
+      if (b.queue !== undefined) f.queue = b.queue;
+      return { count: await (verb === "retry" ? client.bulkRetry(f) : client.bulkCancel(f)) };
+    },
+  });
+}
+
+export const jobRoutes = [
+  route({
+    method: "GET",
+    path: "/jobs",
+    operationId: "listJobs",
+    summary: "List jobs, newest first, filtered; keyset pagination with next_cursor",
+    tag: "jobs",
+    mutates: false,
+    params: [
+      { name: "state", in: "query", description: "only jobs in this state", schema: stateSchema },
+      {
+        name: "kind",
+        in: "query",
+        description: "only jobs of this kind",
+        schema: { type: "string", maxLength: 255 },
+      },
+      { name: "queue", in: "query", description: "only jobs of this queue", schema: queueNameSchema },
+      { name: "tag", in: "query", description: "only jobs carrying this tag", schema: { type: "string" } },
+      {
+        name: "q",
+        in: "query",
+        description: "case-insensitive text searched for in the args (as JSON text)",
+        schema: { type: "string", maxLength: 200 },
+      },
+      {
+        name: "limit",
+        in: "query",
+        description: "page size (default 50)",
+        schema: { type: "integer", minimum: 1, maximum: 1000, default: 50 },
+      },
+      {
+        name: "cursor",
+        in: "query",
+        description: "next_cursor of the previous page",
+        schema: { type: "string", maxLength: 100 },
+      },
+    ],
+    response: {
+      type: "object",
+      required: ["jobs", "next_cursor"],
+      properties: {
+        jobs: { type: "array", items: ref("Job") },
+        next_cursor: { type: ["string", "null"], description: "opaque; null on the last page" },
+      },
+    },
+    errors: ["invalid_request"],
+    async handler({ client, query }) {
+      let page;
+      try {
+        page = await client.listJobs({
+          state: query.state as JobState | undefined,
+          kind: query.kind as string | undefined,
+          queue: query.queue as string | undefined,
+          tag: query.tag as string | undefined,
+          q: query.q as string | undefined,
+          limit: (query.limit as number | undefined) ?? 50,
+          cursor: query.cursor as string | undefined,
+        });
+      } catch (e) {
+        if ((e as Error)?.name === "InvalidCursorError") throw invalid((e as Error).message);
+        throw e;
+      }
+      return { jobs: page.jobs.map(jobToJson), next_cursor: page.nextCursor };
+    },
+  }),
+  route({
+    method: "POST",
+    path: "/jobs",
+    operationId: "enqueueJob",
+    summary: "Enqueue a job",
+    tag: "jobs",
+    mutates: true,
+    body: {
+      type: "object",
+      required: ["kind"],
+      additionalProperties: false,
+      properties: {
+        kind: { type: "string", minLength: 1, maxLength: 255 },
+        args: { type: "object", description: "default {}" },
+        queue: { ...queueNameSchema, description: "default `default`" },
+        priority: { type: "integer", minimum: 1, maximum: 4, description: "1 (highest) to 4, default 2" },
+        run_at: {
+          type: "string",
+          format: "date-time",
+          description: "RFC 3339; in the future makes it scheduled",
+        },
+        max_attempts: { type: "integer", minimum: 1, maximum: 1000, description: "default 25" },
+        tags: { type: "array", items: { type: "string" } },
+        metadata: { type: "object" },
+        unique: {
+          type: "object",
+          additionalProperties: false,
+          description: "unique job: key over kind (+ args) (+ queue) (+ time period)",
+          properties: {
+            by_args: { type: "boolean", description: "default true" },
+            by_queue: { type: "boolean", description: "default false" },
+            period_seconds: { type: "integer", minimum: 1 },
+            on_conflict: {
+              type: "string",
+              enum: ["return", "error"],
+              description:
+                "return (default): answer the existing job with duplicate true; error: 409 unique_conflict",
+            },
+          },
+        },
+      },
+    },
+    status: 201,
+    response: jobBody,
+    errors: ["invalid_request", "unique_conflict"],
+    async handler({ client, body }) {
+      const b = body as {
+        kind: string;
+        args?: Record<string, unknown>;
+        queue?: string;
+        priority?: number;
+        run_at?: string;
+        max_attempts?: number;
+        tags?: string[];
+        metadata?: Record<string, unknown>;
+        unique?: {
+          by_args?: boolean;
+          by_queue?: boolean;
+          period_seconds?: number;
+          on_conflict?: "return" | "error";
+        };
+      };
+      const job = await client.enqueue(b.kind, b.args ?? {}, {
+        queue: b.queue,
+        priority: b.priority,
+        runAt: b.run_at === undefined ? undefined : new Date(b.run_at),
+        maxAttempts: b.max_attempts,
+        tags: b.tags,
+        metadata: b.metadata,
+        unique: b.unique && {
+          byArgs: b.unique.by_args,
+          byQueue: b.unique.by_queue,
+          periodMs: b.unique.period_seconds === undefined ? undefined : b.unique.period_seconds * 1000,
+          onConflict: b.unique.on_conflict,
+        },
+      });
+      return { job: jobToJson(job) };
+    },
+  }),
+  bulkRoute("retry", "Retry every completed, failed or cancelled job matching the filter", TERMINAL_STATES),
+  bulkRoute("cancel", "Cancel every unfinished job matching the filter", NON_TERMINAL),
+  route({
+    method: "GET",
+    path: "/jobs/:id",
+    operationId: "getJob",
+    summary: "One job, with every attempt's error and its callbacks",
+    tag: "jobs",
+    mutates: false,
+    params: [idParam],
+    response: {
+      type: "object",
+      required: ["job", "callbacks"],
+      properties: { job: ref("Job"), callbacks: { type: "array", items: ref("Callback") } },
+    },
+    errors: ["invalid_request", "not_found"],
+    async handler({ client, params }) {
+      const id = params.id as number;
+      const job = await client.getJob(id);
+      if (!job) throw notFound(`job ${id} not found`);
+      const callbacks = await client.listCallbacks(id);
+      return { job: jobToJson(job), callbacks: callbacks.map(callbackToJson) };
+    },
+  }),
+  actionRoute({
+    collection: "jobs",
+    param: idParam,
+    verb: "retry",
+    operationId: "retryJob",
+    summary: "Retry a completed, failed or cancelled job now (attempt reset to 0, errors kept)",
+    response: jobBody,
+    errors: ["invalid_request", "not_found", "invalid_state"],
+    run: async ({ client }, id) => ({ job: jobToJson(await client.retry(id as number)) }),
+  }),
+  actionRoute({
+    collection: "jobs",
+    param: idParam,
+    verb: "cancel",
+    operationId: "cancelJob",
+    summary: "Cancel a job that has not finished (a running handler is told through its abort signal)",
+    response: jobBody,
+    errors: ["invalid_request", "not_found", "invalid_state"],
+    run: async ({ client }, id) => ({ job: jobToJson(await client.cancel(id as number)) }),
+  }),
+];

@@ -1,0 +1,131 @@
+/**
+ * JSON schemas of the admin API's shared objects (`docs/admin-api.md`), referenced by the routes
+ * and published under `components.schemas` of `/api/openapi.json`.
+ */
+import { JOB_STATES } from "../../types.ts";
+import type { Schema } from "./route.ts";
+
+const time: Schema = { type: "string", format: "date-time" };
+const timeOrNull: Schema = { type: ["string", "null"], format: "date-time" };
+const int: Schema = { type: "integer" };
+
+/** Job state names, lowercase. */
+export const stateSchema: Schema = { type: "string", enum: JOB_STATES };
+
+/** Queue names: 1 to 48 characters of `A-Z a-z 0-9 _ . -`. */
+export const queueNameSchema: Schema = { type: "string", pattern: "^[A-Za-z0-9_.-]{1,48}$" };
+
+/** Every component schema, by name. */
+export const SCHEMAS: Record<string, Schema> = {
+  Error: {
+    type: "object",
+    required: ["error", "code"],
+    properties: {
+      error: { type: "string", description: "message for people" },
+      code: {
+        type: "string",
+        enum: [
+          "invalid_request",
+          "not_found",
+          "invalid_state",
+          "unique_conflict",
+          "read_only",
+          "method_not_allowed",
+          "internal",
+        ],
+      },
+    },
+  },
+  StateCounts: {
+    type: "object",
+    description: "a count for each of the 8 job states",
+    required: [...JOB_STATES],
+    properties: Object.fromEntries(JOB_STATES.map((s) => [s, int])),
+  },
+  JobError: {
+    type: "object",
+    required: ["attempt", "at", "error"],
+    properties: { attempt: int, at: time, error: { type: "string" }, terminal: { type: "boolean" } },
+  },
+  Job: {
+    type: "object",
+    properties: {
+      id: int,
+      kind: { type: "string" },
+      queue: { type: "string" },
+      args: { type: "object" },
+      state: stateSchema,
+      priority: { type: "integer", minimum: 1, maximum: 4 },
+      attempt: int,
+      max_attempts: int,
+      run_at: time,
+      created_at: time,
+      attempted_at: timeOrNull,
+      finalized_at: timeOrNull,
+      heartbeat_at: timeOrNull,
+      deadline_at: timeOrNull,
+      errors: { type: "array", items: { $ref: "#/components/schemas/JobError" } },
+      tags: { type: "array", items: { type: "string" } },
+      metadata: { type: "object" },
+      result: { description: "the complete payload or the handler's return value (any JSON)" },
+      unique_key: { type: ["string", "null"] },
+      callback_id: { type: ["string", "null"], format: "uuid" },
+      callback_timeout_at: timeOrNull,
+      attempted_by: { type: ["string", "null"] },
+      duplicate: {
+        type: "boolean",
+        description: "set on enqueue when a unique job with the key already existed",
+      },
+    },
+  },
+  Callback: {
+    type: "object",
+    properties: {
+      id: { type: "string", format: "uuid" },
+      attempt: int,
+      kind: { type: "string", enum: ["in_process", "http"] },
+      state: { type: "string", enum: ["pending", "completed", "failed", "expired", "superseded"] },
+      deadline_at: timeOrNull,
+      created_at: time,
+      resolved_at: timeOrNull,
+      error: { type: ["string", "null"] },
+    },
+  },
+  Queue: {
+    type: "object",
+    properties: {
+      name: { type: "string" },
+      paused: { type: "boolean" },
+      counts: { $ref: "#/components/schemas/StateCounts" },
+      oldest_available_age_seconds: { type: ["number", "null"] },
+    },
+  },
+  Cron: {
+    type: "object",
+    properties: {
+      name: { type: "string" },
+      schedule: { type: "string" },
+      kind: { type: "string" },
+      args: { type: "object" },
+      queue: { type: "string" },
+      timezone: { type: "string" },
+      paused: { type: "boolean" },
+      last_fire_at: timeOrNull,
+      next_fire_at: timeOrNull,
+    },
+  },
+  Runtime: {
+    type: "object",
+    properties: {
+      id: { type: "string" },
+      hostname: { type: "string" },
+      pid: int,
+      queues: { type: "array", items: { type: "string" } },
+      ready: { type: "boolean" },
+      leader: { type: "boolean" },
+      started_at: time,
+      heartbeat_at: time,
+      live: { type: "boolean", description: "heartbeated within 3 heartbeat intervals" },
+    },
+  },
+};

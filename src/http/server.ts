@@ -1,0 +1,156 @@
+/**
+ * The one router of `svc serve`: the admin REST API under `/api` (route table in
+ * `admin_api/routes.ts`), the callback receiver under `/api/callbacks` (the same
+ * `createCallbackRouter` as `svc callbacks serve`), and the admin UI with its client-side route
+ * fallback everywhere else. CORS is permissive on `/api` unless `corsOrigins` restricts it.
+ * In read-only mode every mutating route answers 503 `read_only` before any other check.
+ */
+import { Hono } from "hono";
+import type { Context } from "hono";
+import { cors } from "hono/cors";
+import type { Client } from "../client/client.ts";
+import { SIGNATURE_HEADER } from "../contract/signature.ts";
+import type { Logger } from "../types.ts";
+import { type CallbackAuth, type CallbackRouter, createCallbackRouter } from "./callback_router.ts";
+import { errorResponse, HttpError, json } from "./errors.ts";
+import {
+  type ApiRoute,
+  checkValue,
+  parseParam,
+  readJsonObject,
+  type RouteContext,
+} from "./admin_api/route.ts";
+import { ADMIN_ROUTES } from "./admin_api/routes.ts";
+import { UiAssets } from "./ui_assets.ts";
+import denoJson from "../../deno.json" with { type: "json" };
+
+/** Options of {@link createAdminServer}. */
+export interface AdminServerOptions {
+  /** How callbacks are authenticated; `{ kind: "unsigned" }` when no secret is configured. */
+  callbackAuth: CallbackAuth;
+  /** Refuse every mutation (callbacks included) with 503 `read_only`. */
+  readOnly?: boolean;
+  /** Origins allowed by CORS; absent or empty: any origin (`*`). */
+  corsOrigins?: string[];
+  /** Where request lines of mutations and 500 details go (default console). */
+  logger?: Pick<Logger, "info" | "error">;
+  /** Folder of the built UI (default `ui/dist/` beside the sources). */
+  uiDistUrl?: URL;
+}
+
+/** The server: a fetch handler for `Deno.serve` or any Web-standard server. */
+export interface AdminServer {
+  fetch(req: Request): Promise<Response>;
+  /** The routes mounted under `/api`. */
+  readonly routes: readonly ApiRoute[];
+  /** The callback receiver mounted under `/api/callbacks`. */
+  readonly callbacks: CallbackRouter;
+}
+
+/** The svc version the API reports. */
+export const VERSION: string = denoJson.version;
+
+/** `/jobs/:id/retry` → a RegExp matching `/api/jobs/<anything>/retry`. */
+function pathRegExp(path: string): RegExp {
+  return new RegExp("^/api" + path.replace(/[.]/g, "\\.").replace(/:[A-Za-z_]+/g, "[^/]+") + "/?$");
+}
+
+/** Builds the router of `svc serve` over a client's pool. */
+export function createAdminServer(client: Client, opts: AdminServerOptions): AdminServer {
+  const readOnly = opts.readOnly ?? false;
+  const logger = opts.logger ?? console;
+  const origins = opts.corsOrigins ?? [];
+  const callbacks = createCallbackRouter(client, { auth: opts.callbackAuth, readOnly, logger });
+  const assets = new UiAssets(opts.uiDistUrl);
+  const matchers = ADMIN_ROUTES.map((r) => ({ route: r, re: pathRegExp(r.path) }));
+
+  const app = new Hono();
+
+  app.use("/api/*", async (c, next) => {
+    const started = performance.now();
+    await next();
+    if (c.req.method !== "GET" && c.req.method !== "HEAD" && c.req.method !== "OPTIONS") {
+      logger.info(
+        `${c.req.method} ${c.req.path} ${c.res.status} ${Math.round(performance.now() - started)}ms`,
+      );
+    }
+  });
+  app.use(
+    "/api/*",
+    cors({
+      origin: origins.length ? origins : "*",
+      allowMethods: ["GET", "POST", "OPTIONS"],
+      allowHeaders: ["Content-Type", SIGNATURE_HEADER],
+      maxAge: 600,
+    }),
+  );
+  if (origins.length) {
+    app.use("/api/*", async (c, next) => {
+      await next();
+      if (c.req.method !== "OPTIONS") c.res.headers.append("vary", "Origin");
+    });
+  }
+
+  const handle = async (r: ApiRoute, c: Context): Promise<Response> => {
+    const base = { client, callbacks, readOnly, version: VERSION, req: c.req.raw };
+    if (r.passThrough) {
+      return await r.handler({ ...base, params: {}, query: {}, body: {} }) as Response;
+    }
+    if (r.mutates && readOnly) {
+      throw new HttpError(
+        "read_only",
+        "svc serve runs read-only (--read-only / SERVICE_READ_ONLY): nothing can be changed",
+      );
+    }
+    const ctx: RouteContext = { ...base, params: {}, query: {}, body: {} };
+    const url = new URL(c.req.url);
+    for (const p of r.params ?? []) {
+      if (p.in === "path") ctx.params[p.name] = parseParam(p, c.req.param(p.name))!;
+      else ctx.query[p.name] = parseParam(p, url.searchParams.get(p.name) ?? undefined);
+    }
+    if (r.body) {
+      const body = await readJsonObject(c.req.raw);
+      checkValue("body", body, r.body);
+      ctx.body = body;
+    }
+    return json(r.status ?? 200, await r.handler(ctx));
+  };
+
+  for (const r of ADMIN_ROUTES) {
+    app.on(r.method, "/api" + r.path, (c) => handle(r, c));
+  }
+  // Anything else under the callback prefix: the receiver's own 404/405 answers.
+  app.all("/api/callbacks", (c) => callbacks.fetch(c.req.raw));
+  app.all("/api/callbacks/*", (c) => callbacks.fetch(c.req.raw));
+  app.all("/api/*", (c) => {
+    const allowed = [...new Set(matchers.filter((m) => m.re.test(c.req.path)).map((m) => m.route.method))];
+    if (allowed.length) {
+      throw new HttpError(
+        "method_not_allowed",
+        `${c.req.method} is not allowed on ${c.req.path}: use ${allowed.join(" or ")}`,
+        { allow: [...allowed, "OPTIONS"].join(", ") },
+      );
+    }
+    throw new HttpError(
+      "not_found",
+      `no API route at ${c.req.path}: see GET /api/openapi.json for the routes`,
+    );
+  });
+  app.on(["GET", "HEAD"], "*", (c) => assets.respond(c.req.raw, c.req.path));
+  app.all("*", (c) => {
+    throw new HttpError(
+      "method_not_allowed",
+      `${c.req.method} is not allowed on ${c.req.path}: the UI is read with GET`,
+      {
+        allow: "GET, HEAD",
+      },
+    );
+  });
+  app.onError((e, c) => errorResponse(e, logger, `${c.req.method} ${c.req.path}`));
+
+  return {
+    fetch: async (req) => await app.fetch(req),
+    routes: ADMIN_ROUTES,
+    callbacks,
+  };
+}
