@@ -101,6 +101,15 @@ export interface StorageEngine {
   enqueue(db: Db, jobs: NewJob[]): Promise<Job[]>;
   /** Claims at most `limit` available jobs of a queue (none when it is paused). */
   claim(queue: string, limit: number, runtimeId: string, timeoutsMs: Record<string, number>): Promise<Job[]>;
+  /** Writes completions and claims the next jobs of a queue in one round trip. */
+  completeAndClaim(
+    completions: Completion[],
+    deleteRows: boolean,
+    queue: string,
+    limit: number,
+    runtimeId: string,
+    timeoutsMs: Record<string, number>,
+  ): Promise<{ jobs: Job[]; completedIds: number[] }>;
   /** Completes attempts in one statement; returns the ids that were still theirs to complete. */
   complete(items: Completion[], deleteRows: boolean): Promise<number[]>;
   /** Records a failed attempt: `retryable` or `failed`. Null when the attempt was no longer current. */

@@ -1,23 +1,27 @@
 /**
- * Batches completions: while one UPDATE is in flight, finished attempts queue up and go in the next
- * one. No added latency when idle; one round trip per batch under load.
+ * Batches completions. A finished attempt frees its slot at once and its completion waits here for the
+ * next write: the dispatcher takes the batch into its next claim statement (one round trip for both),
+ * or, when no claim comes within a macrotask, the completer writes the batch itself.
  */
 import type { Completion, StorageEngine } from "../storage/engine.ts";
 import type { Logger } from "../types.ts";
 import { sleep } from "./wakeup.ts";
 
-interface Pending {
+/** A completion waiting to be written. */
+export interface PendingCompletion {
   item: Completion;
   resolve: (completed: boolean) => void;
 }
 
 export class Completer {
-  private buf: Pending[] = [];
+  private buf: PendingCompletion[] = [];
   private flushing: Promise<void> | null = null;
+  private timer: ReturnType<typeof setTimeout> | null = null;
 
   constructor(
     private readonly engine: StorageEngine,
-    private readonly deleteRows: boolean,
+    /** Delete completed rows instead of keeping them (`retention.completed === 0`). */
+    readonly deleteRows: boolean,
     private readonly logger: Logger,
     private readonly maxBatch = 1000,
   ) {}
@@ -26,36 +30,71 @@ export class Completer {
   add(item: Completion): Promise<boolean> {
     return new Promise((resolve) => {
       this.buf.push({ item, resolve });
-      if (!this.flushing) this.flushing = this.flush();
+      this.schedule();
     });
+  }
+
+  /** Hands the queued completions to a caller that writes them with its own statement. */
+  take(): PendingCompletion[] {
+    if (this.buf.length === 0) return [];
+    const batch = this.buf.splice(0, this.maxBatch);
+    return batch;
+  }
+
+  /** Reports what the caller's statement wrote. */
+  settle(batch: PendingCompletion[], completedIds: Iterable<number>): void {
+    const done = new Set(completedIds);
+    batch.forEach((p) => p.resolve(done.has(p.item.id)));
+  }
+
+  /** Gives a batch back after the caller's statement failed; the completer writes it itself. */
+  putBack(batch: PendingCompletion[]): void {
+    this.buf.unshift(...batch);
+    this.schedule();
   }
 
   /** Waits until everything queued is written. */
   async drain(): Promise<void> {
-    while (this.flushing) await this.flushing;
+    for (;;) {
+      if (this.timer) {
+        clearTimeout(this.timer);
+        this.timer = null;
+        if (!this.flushing) this.flushing = this.flush();
+      }
+      if (this.flushing) await this.flushing;
+      else if (this.buf.length > 0) this.flushing = this.flush();
+      else return;
+    }
+  }
+
+  private schedule(): void {
+    if (this.timer || this.flushing) return;
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      if (!this.flushing && this.buf.length > 0) this.flushing = this.flush();
+    }, 0);
   }
 
   private async flush(): Promise<void> {
     try {
       while (this.buf.length > 0) {
         const batch = this.buf.splice(0, this.maxBatch);
-        const done = await this.write(batch.map((p) => p.item));
-        batch.forEach((p) => p.resolve(done.has(p.item.id)));
+        this.settle(batch, await this.write(batch.map((p) => p.item)));
       }
     } finally {
       this.flushing = null;
     }
   }
 
-  private async write(items: Completion[]): Promise<Set<number>> {
+  private async write(items: Completion[]): Promise<number[]> {
     for (let attempt = 1;; attempt++) {
       try {
-        return new Set(await this.engine.complete(items, this.deleteRows));
+        return await this.engine.complete(items, this.deleteRows);
       } catch (e) {
         if (attempt >= 5) {
           // The jobs stay `running`; the leader rescues them once their heartbeat is stale (at-least-once).
           this.logger.error(`svc: could not record ${items.length} completions: ${(e as Error).message}`);
-          return new Set();
+          return [];
         }
         await sleep(100 * 2 ** attempt);
       }

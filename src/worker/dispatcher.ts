@@ -79,6 +79,7 @@ export class Dispatcher {
   private async loop(i: number): Promise<void> {
     const wakeup = this.wakeups[i];
     let failures = 0;
+    let yielded = false;
     while (!this.stopping) {
       this.ticks[i] = Date.now();
       const free = this.maxWorkers - this.running - this.reserved;
@@ -86,12 +87,32 @@ export class Dispatcher {
         await wakeup.wait(this.pollInterval);
         continue;
       }
+      if (free < this.maxWorkers && this.running > 0 && !yielded) {
+        // Some attempts are still finishing: let everything that completes in this macrotask free its
+        // slot first, so one claim takes them all instead of one claim per freed slot.
+        yielded = true;
+        await new Promise((r) => setTimeout(r, 0));
+        continue;
+      }
+      yielded = false;
       this.reserved += free;
+      const completer = this.deps.completer;
+      const completions = completer.take();
       let claimed;
       try {
-        claimed = await this.engine.claim(this.queue, free, this.runtimeId, this.timeoutsMs);
+        const r = await this.engine.completeAndClaim(
+          completions.map((p) => p.item),
+          completer.deleteRows,
+          this.queue,
+          free,
+          this.runtimeId,
+          this.timeoutsMs,
+        );
+        completer.settle(completions, r.completedIds);
+        claimed = r.jobs;
         failures = 0;
       } catch (e) {
+        completer.putBack(completions);
         this.reserved -= free;
         failures++;
         this.logger.error(`svc: claim on queue ${this.queue} failed: ${(e as Error).message}`);

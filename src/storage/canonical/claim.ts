@@ -6,6 +6,7 @@ import type { Db } from "../../db/connection.ts";
 import type { SchemaNames } from "../../db/names.ts";
 import type { Job } from "../../types.ts";
 import { rowToJob } from "../job_row.ts";
+import type { Completion } from "../engine.ts";
 
 export async function claimJobs(
   db: Db,
@@ -32,4 +33,56 @@ export async function claimJobs(
     [queue, limit, runtimeId, JSON.stringify(timeoutsMs)],
   );
   return rows.map(rowToJob).sort((a, b) => a.priority - b.priority || +a.runAt - +b.runAt || a.id - b.id);
+}
+
+/**
+ * Writes a batch of completions and claims the next jobs in one statement (one round trip). The two
+ * touch disjoint rows (completions are `running`, claims `available`), so they cannot interfere.
+ */
+export async function completeAndClaimJobs(
+  db: Db,
+  n: SchemaNames,
+  completions: Completion[],
+  deleteRows: boolean,
+  queue: string,
+  limit: number,
+  runtimeId: string,
+  timeoutsMs: Record<string, number>,
+): Promise<{ jobs: Job[]; completedIds: number[] }> {
+  const done = deleteRows
+    ? `delete from ${n.q}.jobs j using jsonb_to_recordset($5::text::jsonb) as u(id bigint, lease integer, result jsonb)
+        where j.id = u.id and j.lease = u.lease and j.state = 'running' returning j.id`
+    : `update ${n.q}.jobs j
+          set state = 'completed', result = u.result, finalized_at = now(), heartbeat_at = null, deadline_at = null
+         from jsonb_to_recordset($5::text::jsonb) as u(id bigint, lease integer, result jsonb)
+        where j.id = u.id and j.lease = u.lease and j.state = 'running' returning j.id`;
+  const rows = await db.query(
+    `with done as (${done}),
+     next as (
+       select id from ${n.q}.jobs
+        where state = 'available' and queue = $1
+          and not exists (select 1 from ${n.q}.queues q where q.name = $1 and q.paused)
+        order by priority, run_at, id
+        limit $2
+        for update skip locked),
+     claimed as (
+       update ${n.q}.jobs j
+          set state = 'running', attempt = j.attempt + 1, lease = j.lease + 1, attempted_at = now(),
+              heartbeat_at = now(), attempted_by = $3,
+              deadline_at = now() + (($4::text::jsonb ->> j.kind)::bigint * interval '1 millisecond')
+         from next where j.id = next.id
+       returning j.*)
+     select d.done_ids, c.* from (select array_agg(id) as done_ids from done) d left join claimed c on true`,
+    [
+      queue,
+      limit,
+      runtimeId,
+      JSON.stringify(timeoutsMs),
+      JSON.stringify(completions.map((c) => ({ id: c.id, lease: c.lease, result: c.result ?? null }))),
+    ],
+  );
+  const completedIds = ((rows[0]?.done_ids ?? []) as (number | string)[]).map(Number);
+  const jobs = rows.filter((r) => r.id !== null).map(rowToJob)
+    .sort((a, b) => a.priority - b.priority || +a.runAt - +b.runAt || a.id - b.id);
+  return { jobs, completedIds };
 }
