@@ -9,6 +9,11 @@ import { CliError, toCliError } from "./src/cli/common.ts";
 import { migrateCommand } from "./src/cli/migrate.ts";
 import { serveCommand } from "./src/cli/serve.ts";
 import { callbacksCommand } from "./src/cli/callbacks.ts";
+import { healthCommand } from "./src/cli/health.ts";
+import { jobCommand } from "./src/cli/job.ts";
+import { queueCommand } from "./src/cli/queue.ts";
+import { cronCommand } from "./src/cli/cron.ts";
+import { storageCommand } from "./src/cli/storage.ts";
 import { args, eprintln, exit } from "./src/runtime/runtime.ts";
 import denoJson from "./deno.json" with { type: "json" };
 
@@ -24,6 +29,11 @@ export function buildProgram(): Command {
   program.addCommand(migrateCommand());
   program.addCommand(callbacksCommand());
   program.addCommand(serveCommand());
+  program.addCommand(healthCommand());
+  program.addCommand(jobCommand());
+  program.addCommand(queueCommand());
+  program.addCommand(cronCommand());
+  program.addCommand(storageCommand());
   return program;
 }
 

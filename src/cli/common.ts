@@ -2,10 +2,10 @@
  * CLI conventions: `--database-url` before the command or on it, else DATABASE_URL; exit 0 success,
  * 1 failure, 2 usage error; one-line errors on stderr that name the fix; `--json` in snake_case.
  */
-import type { Command } from "commander";
+import { type Command, InvalidArgumentError } from "commander";
 import { createClient, type Client } from "../client/client.ts";
 import { env } from "../runtime/runtime.ts";
-import { SvcError } from "../errors.ts";
+import { CronNotFoundError, JobNotFoundError, SvcError } from "../errors.ts";
 
 /** A failure the user can fix; printed as `error: <message>`, exit 1. */
 export class CliError extends Error {
@@ -64,6 +64,10 @@ export async function withClient<T>(cmd: Command, fn: (c: Client) => Promise<T>)
 /** Maps any error to a CliError with one line. */
 export function toCliError(e: unknown): CliError {
   if (e instanceof CliError) return e;
+  if (e instanceof JobNotFoundError) return new CliError(`${e.message}; check the id with \`svc job list\``);
+  if (e instanceof CronNotFoundError) {
+    return new CliError(`${e.message}; list the schedules with \`svc cron list\``);
+  }
   if (e instanceof SvcError) return new CliError(e.message);
   const err = e as { code?: string; message?: string; errno?: string };
   const msg = String(err?.message ?? e).split("\n")[0];
@@ -82,4 +86,64 @@ export function toCliError(e: unknown): CliError {
 /** Prints JSON (pretty) on stdout. */
 export function printJson(v: unknown): void {
   console.log(JSON.stringify(v, null, 2));
+}
+
+/** An argument parser for an integer option in [min, max] (a bad value is a usage error, exit 2). */
+export function intArg(name: string, min: number, max: number): (v: string) => number {
+  return (v) => {
+    const n = Number(v);
+    if (!/^-?\d+$/.test(v) || n < min || n > max) {
+      throw new InvalidArgumentError(`${name} must be an integer from ${min} to ${max}`);
+    }
+    return n;
+  };
+}
+
+/** An argument parser for a JSON object (`--args '{"to":"a@example.com"}'`). */
+export function jsonObjectArg(name: string): (v: string) => Record<string, unknown> {
+  return (v) => {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(v);
+    } catch (e) {
+      throw new InvalidArgumentError(
+        `${name} is not valid JSON (${(e as Error).message}); pass an object such as '{"to":"a@example.com"}'`,
+      );
+    }
+    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+      throw new InvalidArgumentError(`${name} must be a JSON object such as '{"to":"a@example.com"}'`);
+    }
+    return parsed as Record<string, unknown>;
+  };
+}
+
+/** An argument parser for an RFC 3339 time with a zone (`2026-12-01T09:00:00Z`). */
+export function timeArg(name: string): (v: string) => Date {
+  return (v) => {
+    const d = new Date(v);
+    if (
+      !/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/i.test(v) ||
+      Number.isNaN(d.getTime())
+    ) {
+      throw new InvalidArgumentError(
+        `${name} must be an RFC 3339 time with a zone, e.g. 2026-12-01T09:00:00Z`,
+      );
+    }
+    return d;
+  };
+}
+
+/** Prints rows as aligned columns under a header line (or `none` when there are no rows). */
+export function printTable(headers: string[], rows: (string | number | null)[][], none = "(none)"): void {
+  if (rows.length === 0) return console.log(none);
+  const cells = [headers, ...rows.map((r) => r.map((c) => (c === null ? "-" : String(c))))];
+  const widths = headers.map((_, i) => Math.max(...cells.map((r) => r[i].length)));
+  for (const r of cells) {
+    console.log(r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]))).join("  ").trimEnd());
+  }
+}
+
+/** A time for people: RFC 3339 to the second, or `-`. */
+export function timeText(d: Date | null): string {
+  return d ? new Date(d).toISOString().replace(/\.\d{3}Z$/, "Z") : "-";
 }

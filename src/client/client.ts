@@ -209,7 +209,11 @@ async function clusterHealth(db: Db, engine: StorageEngine, names: SchemaNames, 
   try {
     await db.query("select 1");
   } catch (e) {
-    return { ...base, reason: `database unreachable: ${(e as Error).message}` };
+    return {
+      ...base,
+      reason: `database unreachable (${String((e as Error).message).split("\n")[0]}); ` +
+        "check the database URL and that PostgreSQL is running",
+    };
   }
   base.postgres = "connected";
   const version = await readSchemaVersion(db, names);

@@ -1,0 +1,49 @@
+/**
+ * `svc health [--json]`: the cluster's health from the database alone (contract 2.6, 4.5). Exit 0
+ * ready; 1 unreachable or unmigrated, with the reason as the one-line error; 2 usage error. Fleet
+ * counts are informational: a cluster with zero workers is still ready.
+ */
+import { Command } from "commander";
+import type { ClusterHealth } from "../types.ts";
+import { cliClient, CliError, intArg, printJson, withDb } from "./common.ts";
+
+/** The report as `svc health` prints it. */
+export function healthText(h: ClusterHealth): string {
+  const reached = h.postgres === "connected";
+  return [
+    `ready: ${h.ready ? "yes" : "no"}`,
+    `postgres: ${h.postgres}`,
+    `schema version: ${h.schema_version ?? (reached ? "none (not installed)" : "unknown")} ` +
+    `(binary expects >= ${h.expected_schema_version})`,
+    `storage: ${h.ready ? h.storage : "unknown"}`,
+    `live runtimes: ${h.ready ? `${h.live_runtimes} (${h.unhealthy_runtimes} unhealthy)` : "unknown"}`,
+    ...(h.reason ? [`reason: ${h.reason}`] : []),
+  ].join("\n");
+}
+
+export function healthCommand(): Command {
+  return withDb(new Command("health"))
+    .description(
+      "report whether the cluster is ready: database reachable, schema migrated, storage, live workers",
+    )
+    .option("--json", "print the report as a JSON object")
+    .option(
+      "--connect-timeout <seconds>",
+      "give up reaching the database after this long",
+      intArg("--connect-timeout", 1, 300),
+      5,
+    )
+    .addHelpText("after", "\nExit codes: 0 ready, 1 unreachable or not migrated, 2 usage error.")
+    .action(async (o, cmd: Command) => {
+      const client = cliClient(cmd, o.connectTimeout);
+      let report: ClusterHealth;
+      try {
+        report = await client.healthCheck();
+      } finally {
+        await client.close().catch(() => {});
+      }
+      if (o.json) printJson(report);
+      else console.log(healthText(report));
+      if (!report.ready) throw new CliError(report.reason ?? "not ready");
+    });
+}

@@ -1,0 +1,200 @@
+/** `svc job list|get|enqueue|retry|cancel|retry-failed`. */
+import { Command, InvalidArgumentError } from "commander";
+import { InvalidStateError, JobNotFoundError } from "../errors.ts";
+import { jobToJson } from "../storage/job_row.ts";
+import { type Job, JOB_STATES, type JobState } from "../types.ts";
+import {
+  CliError,
+  intArg,
+  jsonObjectArg,
+  printJson,
+  printTable,
+  timeArg,
+  timeText,
+  withClient,
+  withDb,
+} from "./common.ts";
+
+function parseStates(v: string): JobState[] {
+  const states = v.split(",").map((s) => s.trim());
+  for (const s of states) {
+    if (!JOB_STATES.includes(s as JobState)) {
+      throw new InvalidArgumentError(
+        `unknown state ${JSON.stringify(s)}; use one or more of ${JOB_STATES.join(", ")}`,
+      );
+    }
+  }
+  return states as JobState[];
+}
+
+const parseId = intArg("job id", 1, Number.MAX_SAFE_INTEGER);
+
+/** Prints one job: JSON, or `key: value` lines. */
+function printJob(job: Job, json: boolean): void {
+  if (json) return printJson(jobToJson(job));
+  const j = jobToJson(job);
+  for (const [k, v] of Object.entries(j)) {
+    console.log(`${k}: ${v === null ? "-" : typeof v === "object" ? JSON.stringify(v) : v}`);
+  }
+}
+
+function listCommand(): Command {
+  return withDb(new Command("list"))
+    .description("list jobs, newest first")
+    .option("--state <states>", `only these states, comma-separated (${JOB_STATES.join(", ")})`, parseStates)
+    .option("--kind <kind>", "only this job kind")
+    .option("--queue <queue>", "only this queue")
+    .option("--limit <n>", "at most this many jobs (1 to 1000)", intArg("--limit", 1, 1000), 50)
+    .option("--cursor <cursor>", "the next page: the next_cursor of the previous page")
+    .option("--json", "print JSON: {jobs, next_cursor}")
+    .action(async (o, cmd: Command) => {
+      await withClient(cmd, async (client) => {
+        const page = await client.listJobs({
+          state: o.state,
+          kind: o.kind,
+          queue: o.queue,
+          limit: o.limit,
+          cursor: o.cursor,
+        });
+        if (o.json) return printJson({ jobs: page.jobs.map(jobToJson), next_cursor: page.nextCursor });
+        printTable(
+          ["ID", "KIND", "QUEUE", "STATE", "ATTEMPT", "RUN AT", "LAST ERROR"],
+          page.jobs.map((j) => [
+            j.id,
+            j.kind,
+            j.queue,
+            j.state,
+            `${j.attempt}/${j.maxAttempts}`,
+            timeText(j.runAt),
+            j.errors.length ? j.errors[j.errors.length - 1].error.split("\n")[0].slice(0, 60) : null,
+          ]),
+          "no jobs match",
+        );
+        if (page.nextCursor) console.log(`more: svc job list --cursor ${page.nextCursor} (same filters)`);
+      });
+    });
+}
+
+function getCommand(): Command {
+  return withDb(new Command("get"))
+    .description("show one job with its errors and result")
+    .argument("<id>", "job id", parseId)
+    .option("--json", "print JSON")
+    .action(async (id: number, o, cmd: Command) => {
+      await withClient(cmd, async (client) => {
+        const job = await client.getJob(id);
+        if (!job) throw new JobNotFoundError(id);
+        printJob(job, o.json === true);
+      });
+    });
+}
+
+function enqueueCommand(): Command {
+  return withDb(new Command("enqueue"))
+    .description("enqueue a job")
+    .argument("<kind>", "job kind (the handler's name)")
+    .option("--args <json>", "the job's args, a JSON object", jsonObjectArg("--args"), {})
+    .option("--queue <queue>", "queue", "default")
+    .option("--priority <n>", "1 (highest) to 4", intArg("--priority", 1, 4), 2)
+    .option(
+      "--run-at <time>",
+      "run at this RFC 3339 time instead of now, e.g. 2026-12-01T09:00:00Z",
+      timeArg("--run-at"),
+    )
+    .option(
+      "--max-attempts <n>",
+      "attempts before the job fails for good (1 to 1000)",
+      intArg("--max-attempts", 1, 1000),
+      25,
+    )
+    .option("--json", "print the job as JSON")
+    .addHelpText(
+      "after",
+      `\nExample:\n  svc job enqueue send_email --args '{"to":"a@example.com"}' --queue mail --priority 1`,
+    )
+    .action(async (kind: string, o, cmd: Command) => {
+      await withClient(cmd, async (client) => {
+        const job = await client.enqueue(kind, o.args, {
+          queue: o.queue,
+          priority: o.priority,
+          runAt: o.runAt,
+          maxAttempts: o.maxAttempts,
+        });
+        if (o.json) return printJson(jobToJson(job));
+        console.log(
+          `enqueued job ${job.id} (${job.kind} on queue ${job.queue}, ${job.state}, run at ${
+            timeText(job.runAt)
+          })`,
+        );
+      });
+    });
+}
+
+function retryCommand(): Command {
+  return withDb(new Command("retry"))
+    .description("run a completed, failed or cancelled job again (attempts reset, errors kept)")
+    .argument("<id>", "job id", parseId)
+    .option("--json", "print the job as JSON")
+    .action(async (id: number, o, cmd: Command) => {
+      await withClient(cmd, async (client) => {
+        const job = await client.retry(id).catch((e) => {
+          if (e instanceof InvalidStateError) {
+            throw new CliError(
+              `${e.message}; wait for it to finish, or cancel it first with \`svc job cancel ${id}\``,
+            );
+          }
+          throw e;
+        });
+        if (o.json) return printJson(jobToJson(job));
+        console.log(`job ${job.id} is ${job.state} again (queue ${job.queue})`);
+      });
+    });
+}
+
+function cancelCommand(): Command {
+  return withDb(new Command("cancel"))
+    .description("cancel a job that has not finished (a running handler is told through its abort signal)")
+    .argument("<id>", "job id", parseId)
+    .option("--json", "print the job as JSON")
+    .action(async (id: number, o, cmd: Command) => {
+      await withClient(cmd, async (client) => {
+        const job = await client.cancel(id).catch((e) => {
+          if (e instanceof InvalidStateError) {
+            throw new CliError(
+              `${e.message}; it has already finished (run it again with \`svc job retry ${id}\`)`,
+            );
+          }
+          throw e;
+        });
+        if (o.json) return printJson(jobToJson(job));
+        console.log(`job ${job.id} cancelled`);
+      });
+    });
+}
+
+function retryFailedCommand(): Command {
+  return withDb(new Command("retry-failed"))
+    .description("run every failed job again (optionally of one kind or queue)")
+    .option("--kind <kind>", "only this job kind")
+    .option("--queue <queue>", "only this queue")
+    .option("--json", "print JSON: {count}")
+    .action(async (o, cmd: Command) => {
+      await withClient(cmd, async (client) => {
+        const count = await client.bulkRetry({ state: "failed", kind: o.kind, queue: o.queue });
+        if (o.json) return printJson({ count });
+        console.log(`retried ${count} failed job${count === 1 ? "" : "s"}`);
+      });
+    });
+}
+
+/** `svc job ...`. */
+export function jobCommand(): Command {
+  return new Command("job")
+    .description("list, inspect, enqueue, retry and cancel jobs")
+    .addCommand(listCommand())
+    .addCommand(getCommand())
+    .addCommand(enqueueCommand())
+    .addCommand(retryCommand())
+    .addCommand(cancelCommand())
+    .addCommand(retryFailedCommand());
+}

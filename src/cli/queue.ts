@@ -1,0 +1,87 @@
+/** `svc queue list|pause|resume`. */
+import { Command } from "commander";
+import type { QueueInfo } from "../types.ts";
+import { printJson, printTable, withClient, withDb } from "./common.ts";
+
+/** A queue as snake_case JSON (the admin API's Queue object). */
+export function queueToJson(q: QueueInfo): Record<string, unknown> {
+  return {
+    name: q.name,
+    paused: q.paused,
+    counts: q.counts,
+    oldest_available_age_seconds: q.oldestAvailableAgeSeconds,
+  };
+}
+
+function ageText(seconds: number | null): string {
+  if (seconds === null) return "-";
+  if (seconds < 120) return `${Math.round(seconds)}s`;
+  if (seconds < 7200) return `${Math.round(seconds / 60)}m`;
+  return `${Math.round(seconds / 3600)}h`;
+}
+
+function listCommand(): Command {
+  return withDb(new Command("list"))
+    .description("per queue: job counts by state, paused, age of the oldest available job")
+    .option("--json", "print JSON: {queues: [{name, paused, counts, oldest_available_age_seconds}]}")
+    .action(async (o, cmd: Command) => {
+      await withClient(cmd, async (client) => {
+        const queues = await client.listQueues();
+        if (o.json) return printJson({ queues: queues.map(queueToJson) });
+        printTable(
+          [
+            "QUEUE",
+            "PAUSED",
+            "AVAILABLE",
+            "SCHEDULED",
+            "RUNNING",
+            "WAITING",
+            "RETRYABLE",
+            "COMPLETED",
+            "FAILED",
+            "CANCELLED",
+            "OLDEST",
+          ],
+          queues.map((q) => [
+            q.name,
+            q.paused ? "yes" : "no",
+            q.counts.available,
+            q.counts.scheduled,
+            q.counts.running,
+            q.counts.waiting_external,
+            q.counts.retryable,
+            q.counts.completed,
+            q.counts.failed,
+            q.counts.cancelled,
+            ageText(q.oldestAvailableAgeSeconds),
+          ]),
+          "no queues yet (a queue appears with its first job or when paused)",
+        );
+      });
+    });
+}
+
+function pauseResume(name: "pause" | "resume"): Command {
+  return withDb(new Command(name))
+    .description(
+      name === "pause"
+        ? "stop workers claiming jobs from a queue (running jobs go on; enqueue still works)"
+        : "let workers claim jobs from a paused queue again",
+    )
+    .argument("<name>", "queue name")
+    .action(async (queue: string, _o, cmd: Command) => {
+      await withClient(cmd, async (client) => {
+        await (name === "pause" ? client.pauseQueue(queue) : client.resumeQueue(queue));
+        console.log(`queue ${queue} ${name === "pause" ? "paused" : "resumed"}`);
+      });
+    });
+}
+
+/** `svc queue ...`. */
+export function queueCommand(): Command {
+  return new Command("queue")
+    .description("list queues, pause and resume them")
+    .addCommand(listCommand())
+    .addCommand(pauseResume("pause"))
+    .addCommand(pauseResume("resume"));
+}
