@@ -100,7 +100,7 @@ export async function waitForBackendsGone(sql: Sql, dbName: string, timeoutMs = 
 /**
  * Dead tuples on the system's tables (every table in its schemas), read from pg_stat_user_tables
  * once the statistics are current: own pending stats flushed with pg_stat_force_next_flush(), the
- * snapshot cleared, and the figure read until two reads 200 ms apart agree.
+ * snapshot cleared, and the figure read until two reads 150 ms apart agree.
  */
 export async function deadTuples(
   sql: Sql,
@@ -121,7 +121,7 @@ export async function deadTuples(
       return { dead, live, tables };
     }
     last = dead;
-    await sleep(200);
+    await sleep(150);
   }
   throw new Error("pg_stat_user_tables did not settle");
 }

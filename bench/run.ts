@@ -40,6 +40,7 @@ interface Counts {
   concurrencies: number[];
   latency: number;
   gapMs: number;
+  idleMs: number;
   http: number;
   httpLatency: number;
 }
@@ -53,19 +54,21 @@ const COUNTS: Record<"full" | "quick", Counts> = {
     concurrencies: [10, 50],
     latency: 200,
     gapMs: 20,
+    idleMs: 1000,
     http: 2000,
     httpLatency: 200,
   },
   quick: {
-    seq: 500,
+    seq: 300,
     batch: 5000,
     batchSize: 1000,
     drain: 5000,
     concurrencies: [10, 50],
     latency: 100,
     gapMs: 20,
-    http: 500,
-    httpLatency: 100,
+    idleMs: 500,
+    http: 300,
+    httpLatency: 50,
   },
 };
 
@@ -119,7 +122,11 @@ async function child(name: string, run: number, outFile: string): Promise<void> 
     await save();
     return;
   }
-  const log = (msg: string) => console.log(`[run ${run}] ${LABELS[name] ?? name}: ${msg}`);
+  const t0 = performance.now();
+  const log = (msg: string) =>
+    console.log(
+      `[run ${run}] ${LABELS[name] ?? name} +${((performance.now() - t0) / 1000).toFixed(1)}s: ${msg}`,
+    );
   const phase = async (label: string, f: () => Promise<void>) => {
     try {
       await f();
@@ -199,7 +206,7 @@ async function child(name: string, run: number, outFile: string): Promise<void> 
     const s = new System();
     try {
       await s.setup(db.url, { poolSize: 10 });
-      const samples = await s.pickupLatency(counts.latency, counts.gapMs, 10);
+      const samples = await s.pickupLatency(counts.latency, counts.gapMs, 10, counts.idleMs);
       const st = latencyStats(samples);
       result.metrics.lat_p50 = st.p50;
       result.metrics.lat_p95 = st.p95;
@@ -274,6 +281,7 @@ async function main(): Promise<void> {
       ];
       if (quick) childArgs.push("--quick");
       childArgs.push("--out", out.pathname);
+      const tChild = performance.now();
       const p = await new Deno.Command(Deno.execPath(), {
         args: childArgs,
         cwd: repoRoot,
@@ -289,6 +297,9 @@ async function main(): Promise<void> {
         console.log(`[run ${run}] ${LABELS[sys]}: child exited with code ${p.code}, no result`);
         continue;
       }
+      console.log(
+        `[run ${run}] ${LABELS[sys]}: ${((performance.now() - tChild) / 1000).toFixed(1)} s in all`,
+      );
       if (r!.skipped) {
         skipped[sys] = r!.skipped;
         console.log(`SKIPPING ${LABELS[sys]}: ${r!.skipped}`);
@@ -497,7 +508,10 @@ Produced by \`deno task bench${quick ? " --quick" : ""}\` on ${date} in ${elapse
 Every figure is the median of ${runs} runs with (min–max); ↑ higher is better, ↓ lower is better.
 Ratios are svc's median over the peer's median${quick ? "" : ""}. ${
     quick
-      ? `**Quick mode: counts are cut** (sequential ${counts.seq}, batch ${counts.batch}, drain ${counts.drain}, latency ${counts.latency} jobs, HTTP ${counts.http} jobs) — the full run uses 2,000 / 20,000 / 20,000 / 200 / 2,000.`
+      ? `**Quick mode: counts are cut**: sequential ${counts.seq}, batch ${counts.batch}, drain ${counts.drain}, ` +
+        `pickup latency ${counts.latency} jobs after ${counts.idleMs} ms idle, HTTP ${counts.http} jobs + ` +
+        `${counts.httpLatency} for latency; the full run uses 2,000 / 20,000 / 20,000 / 200 after 1,000 ms / ` +
+        `2,000 + 200.`
       : ""
   }
 

@@ -50,8 +50,8 @@ export interface BenchSystem {
   enqueueBatch(n: number, batchSize: number): Promise<number>;
   /** Starts workers on n queued jobs and returns once every one of them is finished in the database. */
   drain(n: number, concurrency: number): Promise<DrainResult>;
-  /** Idle workers; `count` jobs enqueued `gapMs` apart; enqueue-to-handler-start samples in ms. */
-  pickupLatency(count: number, gapMs: number, concurrency: number): Promise<number[]>;
+  /** Workers idle for `idleMs`; `count` jobs enqueued `gapMs` apart; enqueue-to-handler-start samples in ms. */
+  pickupLatency(count: number, gapMs: number, concurrency: number, idleMs?: number): Promise<number[]>;
   /** svc only: HTTP worker round trip through a local function server. */
   httpRoundTrip?(n: number, latencyCount: number, gapMs: number): Promise<HttpRoundTripResult>;
 }
@@ -141,7 +141,7 @@ export abstract class BaseSystem implements BenchSystem {
     return { jobsPerSec: n / ((tEnd - t0) / 1000), startupMs: tReady - tStart, settleMs: tEnd - tSeen };
   }
 
-  async pickupLatency(count: number, gapMs: number, concurrency: number): Promise<number[]> {
+  async pickupLatency(count: number, gapMs: number, concurrency: number, idleMs = 1000): Promise<number[]> {
     const samples: number[] = [];
     let resolveAll!: () => void;
     const allSeen = new Promise<void>((r) => (resolveAll = r));
@@ -149,7 +149,7 @@ export abstract class BaseSystem implements BenchSystem {
       if (p.t > 0) samples.push(now() - p.t);
       if (samples.length === count) resolveAll();
     });
-    await sleep(1000); // workers idle: listeners up, first empty polls done
+    await sleep(idleMs); // workers idle: listeners up, first empty polls done
     const start = now();
     const pending: Promise<void>[] = [];
     for (let i = 0; i < count; i++) {
