@@ -36,14 +36,12 @@ create table jobs (
 create index jobs_claim_idx on jobs (queue, priority, run_at, id) where state = 'available';
 -- Promotion of due scheduled and retryable jobs.
 create index jobs_promote_idx on jobs (run_at) where state in ('scheduled', 'retryable');
--- Rescue of stale running jobs.
-create index jobs_running_idx on jobs (heartbeat_at) where state = 'running';
--- Callback timeouts of parked attempts.
-create index jobs_waiting_idx on jobs (callback_timeout_at) where state = 'waiting_external';
--- Retention cleanup and admin listing by state.
-create index jobs_finalized_idx on jobs (state, finalized_at) where state in ('completed', 'failed', 'cancelled');
+-- Every state change is a non-HOT update that inserts into every index, so the hot path keeps few:
+-- rescue (running; bounded by the workers' slots), callback timeouts (waiting_external) and admin
+-- listing by state use (state, id); listing by kind walks the primary key backwards.
 create index jobs_state_id_idx on jobs (state, id);
-create index jobs_kind_id_idx on jobs (kind, id);
+-- Retention cleanup: finished jobs by finalization time.
+create index jobs_finalized_idx on jobs (finalized_at) where state in ('completed', 'failed', 'cancelled');
 -- Unique jobs: one non-terminal job per key.
 create unique index jobs_unique_idx on jobs (unique_key)
   where unique_key is not null and state in ('scheduled', 'available', 'running', 'waiting_external', 'retryable');

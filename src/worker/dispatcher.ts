@@ -18,6 +18,8 @@ export interface QueueConfig {
 export class Dispatcher {
   readonly maxWorkers: number;
   readonly claimers: number;
+  /** Most slots one claim loop takes at a time. */
+  private readonly share: number;
   private reserved = 0;
   private stopping = false;
   private loops: Promise<void>[] = [];
@@ -38,6 +40,7 @@ export class Dispatcher {
   ) {
     this.maxWorkers = cfg.maxWorkers ?? 10;
     this.claimers = cfg.claimers ?? 1;
+    this.share = Math.ceil(this.maxWorkers / this.claimers);
     if (!Number.isInteger(this.maxWorkers) || this.maxWorkers < 1) {
       throw new Error(`queues.${queue}.maxWorkers must be a positive integer`);
     }
@@ -82,12 +85,14 @@ export class Dispatcher {
     let yielded = false;
     while (!this.stopping) {
       this.ticks[i] = Date.now();
-      const free = this.maxWorkers - this.running - this.reserved;
+      // Each claim loop takes at most its share of the slots, so several claims (and the completions
+      // riding on them) are in flight at once instead of one loop taking every free slot.
+      const free = Math.min(this.maxWorkers - this.running - this.reserved, this.share);
       if (free <= 0) {
         await wakeup.wait(this.pollInterval);
         continue;
       }
-      if (free < this.maxWorkers && this.running > 0 && !yielded) {
+      if (free < this.share && this.running > 0 && !yielded) {
         // Some attempts are still finishing: let everything that completes in this macrotask free its
         // slot first, so one claim takes them all instead of one claim per freed slot.
         yielded = true;

@@ -93,8 +93,9 @@ export async function cleanupFinished(db: Db, n: SchemaNames, r: Retention): Pro
       const rows = await db.query(
         `with old as (
            select id from ${n.q}.jobs
-            where state::text = any($1::text[]) and finalized_at < now() - $2::bigint * interval '1 millisecond'
-            limit 5000 for update skip locked)
+            where state in ('completed', 'failed', 'cancelled') and state::text = any($1::text[])
+              and finalized_at < now() - $2::bigint * interval '1 millisecond'
+            order by finalized_at limit 5000 for update skip locked)
          delete from ${n.q}.jobs j using old where j.id = old.id returning j.id`,
         [states, ms],
       );
