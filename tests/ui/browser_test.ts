@@ -1,0 +1,232 @@
+/**
+ * The admin UI in a real browser (playwright-core driving Debian's chromium) against `svc serve`'s
+ * router over 127.0.0.1: open the dashboard, filter jobs, open a job, retry a failed job, pause and
+ * resume a queue; in read-only mode no mutation control is shown. Each page is saved as a screenshot
+ * in tests/screenshots/ (git-ignored) for a person to look at.
+ */
+import assert from "node:assert/strict";
+import { type Browser, chromium, type Page } from "playwright-core";
+import type { Client } from "../../src/client/client.ts";
+import { createAdminServer } from "../../src/http/server.ts";
+import { serveHttp } from "../../src/runtime/runtime.ts";
+import { setState } from "../helpers/admin.ts";
+import { testClient } from "../helpers/db.ts";
+
+const SHOTS = new URL("../screenshots/", import.meta.url);
+
+function chromiumPath(): string {
+  const r = new Deno.Command("sh", { args: ["-c", "command -v chromium"], stdout: "piped" }).outputSync();
+  const p = new TextDecoder().decode(r.stdout).trim();
+  if (!p) throw new Error("chromium not found: apt-get update && apt-get install -y chromium");
+  return p;
+}
+
+async function launch(): Promise<Browser> {
+  return await chromium.launch({
+    executablePath: chromiumPath(),
+    args: [
+      "--no-sandbox",
+      "--headless",
+      "--disable-gpu",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+      "--no-first-run",
+    ],
+  });
+}
+
+async function shot(page: Page, name: string): Promise<void> {
+  await Deno.mkdir(SHOTS, { recursive: true });
+  await page.screenshot({ path: new URL(`${name}.png`, SHOTS).pathname, fullPage: true });
+}
+
+/** Jobs in several states, two queues, a cron schedule, a leader and an unhealthy runtime. */
+async function seed(client: Client): Promise<{ failedId: number }> {
+  const jobs = await client.enqueueMany([
+    { kind: "send_email", queue: "mail", args: { to: "alice@example.com" } },
+    { kind: "send_email", queue: "mail", args: { to: "bob@example.com" } },
+    { kind: "resize_image", queue: "media", args: { path: "/img/cat.png", width: 640 } },
+    { kind: "resize_image", queue: "media", args: { path: "/img/dog.png", width: 320 } },
+    {
+      kind: "send_email",
+      queue: "mail",
+      args: { to: "carol@example.com" },
+      runAt: new Date(Date.now() + 3_600_000),
+    },
+  ]);
+  await setState(client, [jobs[1].id], "failed", [
+    { attempt: 1, at: new Date().toISOString(), error: "SMTP 421: try again later", terminal: false },
+    { attempt: 2, at: new Date().toISOString(), error: "SMTP 550: mailbox unavailable", terminal: true },
+  ]);
+  await setState(client, [jobs[2].id], "completed");
+  await client.addCron("nightly_report", {
+    schedule: "0 3 * * *",
+    kind: "report",
+    queue: "default",
+    timezone: "UTC",
+  });
+  const rt = { hostname: "worker-a", queues: ["mail", "media"], health: {} };
+  await client.engine.upsertRuntime({ ...rt, id: "worker-a:101:x1", pid: 101, ready: true, leader: true });
+  await client.engine.upsertRuntime({
+    ...rt,
+    id: "worker-b:202:y2",
+    hostname: "worker-b",
+    pid: 202,
+    ready: false,
+    leader: false,
+  });
+  return { failedId: jobs[1].id };
+}
+
+async function withUi(
+  readOnly: boolean,
+  fn: (page: Page, client: Client, base: string, seeded: { failedId: number }) => Promise<void>,
+) {
+  const { client, drop } = await testClient({ maxConnections: 3 });
+  const seeded = await seed(client);
+  const app = createAdminServer(client, {
+    callbackAuth: { kind: "unsigned" },
+    readOnly,
+    logger: { info: () => {}, error: (l: string) => console.error(l) },
+  });
+  const server = serveHttp({ hostname: "127.0.0.1", port: 0 }, app.fetch);
+  const base = `http://127.0.0.1:${server.addr.port}`;
+  const browser = await launch();
+  const errors: string[] = [];
+  try {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    page.on("pageerror", (e) => errors.push(String(e)));
+    page.on("console", (m) => m.type() === "error" && errors.push(m.text()));
+    await fn(page, client, base, seeded);
+    assert.deepEqual(errors, [], "no errors in the browser console");
+  } finally {
+    await browser.close();
+    await server.close();
+    await drop();
+  }
+}
+
+Deno.test({
+  name: "UI: dashboard, filter jobs, open a job, retry it, pause and resume a queue",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: () =>
+    withUi(false, async (page, client, base, { failedId }) => {
+      await page.goto(base + "/");
+      await page.getByTestId("page-dashboard").waitFor();
+      await page.getByTestId("state-count-failed").filter({ hasText: "1" }).waitFor();
+      await page.getByTestId("throughput-chart").waitFor();
+      await page.getByTestId("storage-engine").filter({ hasText: "canonical" }).waitFor();
+      await shot(page, "rw-dashboard");
+
+      // Filter the jobs list to the failed ones.
+      await page.goto(base + "/jobs");
+      await page.getByTestId("page-jobs").waitFor();
+      await page.locator("[data-testid^=job-row-]").first().waitFor();
+      assert.equal(await page.locator("[data-testid^=job-row-]").count(), 5);
+      await page.getByTestId("filter-state").selectOption("failed");
+      await page.waitForURL(/state=failed/);
+      await page.locator(`[data-testid=job-row-${failedId}]`).waitFor();
+      await page.waitForFunction(`document.querySelectorAll("[data-testid^=job-row-]").length === 1`);
+      assert.equal(
+        await page.locator(`[data-testid=job-row-${failedId}]`).getAttribute("data-state"),
+        "failed",
+      );
+      await shot(page, "rw-jobs-failed");
+
+      // Text search in args.
+      await page.goto(base + "/jobs");
+      await page.getByTestId("search-input").fill("dog.png");
+      await page.getByTestId("filters-apply").click();
+      await page.waitForURL(/q=dog/);
+      await page.waitForFunction(`document.querySelectorAll("[data-testid^=job-row-]").length === 1`);
+
+      // Open the failed job: its errors are shown; retry it.
+      await page.goto(base + "/jobs?state=failed");
+      await page.getByTestId(`job-link-${failedId}`).click();
+      await page.getByTestId("page-job").waitFor();
+      await page.getByTestId("job-errors").filter({ hasText: "SMTP 550: mailbox unavailable" }).waitFor();
+      await page.getByTestId("job-errors").filter({ hasText: "SMTP 421" }).waitFor();
+      await shot(page, "rw-job-failed");
+      await page.getByTestId("retry-button").click();
+      const confirm = page.getByRole("button", { name: /^(confirm|retry now|yes)/i });
+      if (await confirm.count()) await confirm.first().click();
+      for (let i = 0; i < 100 && (await client.getJob(failedId))!.state === "failed"; i++) {
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      assert.equal((await client.getJob(failedId))!.state, "available");
+      await page.getByTestId("retry-button").waitFor({ state: "detached" });
+      await shot(page, "rw-job-retried");
+
+      // Pause and resume a queue.
+      await page.goto(base + "/queues");
+      await page.getByTestId("page-queues").waitFor();
+      await page.getByTestId("pause-queue-mail").click();
+      await page.getByTestId("resume-queue-mail").waitFor();
+      assert.equal((await client.listQueues()).find((q) => q.name === "mail")!.paused, true);
+      await shot(page, "rw-queues-paused");
+      await page.getByTestId("resume-queue-mail").click();
+      await page.getByTestId("pause-queue-mail").waitFor();
+      assert.equal((await client.listQueues()).find((q) => q.name === "mail")!.paused, false);
+
+      await page.goto(base + "/cron");
+      await page.getByTestId("cron-row-nightly_report").waitFor();
+      await shot(page, "rw-cron");
+      await page.goto(base + "/runtimes");
+      await page.getByTestId("runtime-leader-worker-a:101:x1").waitFor();
+      await page.getByTestId("runtime-unhealthy-worker-b:202:y2").waitFor();
+      await shot(page, "rw-runtimes");
+
+      // Phone width.
+      await page.setViewportSize({ width: 375, height: 800 });
+      await page.goto(base + "/jobs");
+      await page.locator("[data-testid^=job-row-]").first().waitFor();
+      await shot(page, "rw-jobs-phone");
+      await page.goto(base + "/");
+      await page.getByTestId("page-dashboard").waitFor();
+      await shot(page, "rw-dashboard-phone");
+    }),
+});
+
+Deno.test({
+  name: "UI in read-only mode shows no mutation control on any page",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: () =>
+    withUi(true, async (page, _client, base, { failedId }) => {
+      const controls = [
+        "retry-button",
+        "cancel-button",
+        "bulk-retry-button",
+        "bulk-bar",
+        "pause-queue-mail",
+        "resume-queue-mail",
+        "pause-queue-media",
+        "trigger-cron-nightly_report",
+        "pause-cron-nightly_report",
+        "resume-cron-nightly_report",
+      ];
+      const pages: [string, string, string][] = [
+        ["/", "page-dashboard", "ro-dashboard"],
+        ["/jobs?state=failed", "page-jobs", "ro-jobs-failed"],
+        [`/jobs/${failedId}`, "page-job", "ro-job-failed"],
+        ["/queues", "page-queues", "ro-queues"],
+        ["/cron", "page-cron", "ro-cron"],
+        ["/runtimes", "page-runtimes", "ro-runtimes"],
+      ];
+      for (const [path, testid, name] of pages) {
+        await page.goto(base + path);
+        await page.getByTestId(testid).waitFor();
+        await page.getByTestId("read-only-badge").waitFor();
+        await page.waitForLoadState("networkidle");
+        for (const c of controls) assert.equal(await page.getByTestId(c).count(), 0, `${c} on ${path}`);
+        // No enabled button whose label is a mutation.
+        const labels = await page.locator("button:not([disabled])").allInnerTexts();
+        for (const l of labels) {
+          assert.doesNotMatch(l, /^(retry|cancel|pause|resume|trigger|enqueue)/i, `${path}: ${l}`);
+        }
+        await shot(page, name);
+      }
+    }),
+});
