@@ -24,6 +24,10 @@ import { listenNotifier, type Notifier, pollingNotifier } from "./notifier.ts";
 import type { WorkerEvents } from "./events.ts";
 import { emit } from "./events.ts";
 import { quietLogger } from "./logger.ts";
+import { cronDuty } from "./maintenance/cron.ts";
+import { parseHealthAddr, startHealthListener } from "./health_listener.ts";
+import { type CronDefinition, normalizeCronMap } from "../cron/definition.ts";
+import { upsertCron } from "../cron/cron_table.ts";
 
 export type { QueueConfig } from "./dispatcher.ts";
 
@@ -61,6 +65,13 @@ export interface WorkerOptions {
   logger?: Logger;
   /** Event hooks. */
   on?: WorkerEvents;
+  /**
+   * Cron schedules this deployment declares, by name. Upserted into the cron table at start (rows
+   * of other names are left alone); the elected leader enqueues their jobs.
+   */
+  cron?: Record<string, CronDefinition>;
+  /** host:port of the health listener (`/healthz`, `/readyz`); default env SERVICE_HEALTH_ADDR; off without either. */
+  healthAddr?: string;
 }
 
 /** A worker process. */
@@ -101,6 +112,9 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
     throw new ValidationError("createWorker: configure at least one queue, e.g. queues: { default: { maxWorkers: 10 } }");
   }
   Object.keys(opts.queues).forEach(validateQueueName);
+  const cronDefs = normalizeCronMap(opts.cron ?? {});
+  const healthAddr = opts.healthAddr ?? env("SERVICE_HEALTH_ADDR");
+  if (healthAddr) parseHealthAddr(healthAddr);
   for (const [kind, cfg] of Object.entries(opts.httpWorkers ?? {})) validateHttpWorkerConfig(kind, cfg);
 
   let sql: Sql;
@@ -161,7 +175,7 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
     election,
     maintenanceInterval,
     electionInterval,
-    ext.duties,
+    [cronDuty(fromPostgres(sql), names, maintenanceInterval), ...(ext.duties ?? [])],
   );
 
   const localReadiness = (): boolean =>
@@ -195,6 +209,12 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
       if (version === null || version < EXPECTED_SCHEMA_VERSION) {
         throw new SchemaOutdatedError(version, EXPECTED_SCHEMA_VERSION);
       }
+      if (cronDefs.length) await upsertCron(fromPostgres(sql), names, cronDefs, id);
+      if (healthAddr) {
+        const listener = startHealthListener(healthAddr, () => worker.healthCheck());
+        stops.push(() => listener.close());
+        logger.info(`svc: health listener on ${listener.addr.hostname}:${listener.addr.port}`);
+      }
       const claimers = [...dispatchers.values()].reduce((a, d) => a + d.claimers, 0);
       if (maxConnections < claimers + 5) {
         logger.warn(
@@ -213,6 +233,7 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
       heartbeat.start();
       dispatchers.forEach((d) => d.start());
       maintenance.start();
+      heartbeat.poke(); // report ready now that the loops run, not one heartbeat interval later
       for (const hook of ext.onStart ?? []) stops.push(await hook(worker));
       logger.info(`svc: worker ${id} started on queues ${[...dispatchers.keys()].join(", ")}`);
     },
@@ -244,13 +265,16 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
     async healthCheck() {
       let connected = false;
       let version: number | null = null;
+      let timer: ReturnType<typeof setTimeout> | undefined;
       try {
         version = await Promise.race([
           readSchemaVersion(fromPostgres(sql), names),
-          new Promise<never>((_, rej) => setTimeout(() => rej(new Error("timeout")), 2000)),
+          new Promise<never>((_, rej) => timer = setTimeout(() => rej(new Error("timeout")), 2000)),
         ]);
         connected = true;
-      } catch { /* unreachable */ }
+      } catch { /* unreachable */ } finally {
+        clearTimeout(timer);
+      }
       const r: ReadinessReport = {
         ready: false,
         postgres_connected: connected,

@@ -10,8 +10,13 @@ export interface Proc {
 }
 
 export function spawnWorker(schema: string, env: Record<string, string> = {}): Proc {
+  return spawnFixture("worker_process.ts", schema, env);
+}
+
+/** Runs `tests/fixtures/<fixture>` with DATABASE_URL and SVC_SCHEMA set. */
+export function spawnFixture(fixture: string, schema: string, env: Record<string, string> = {}): Proc {
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", new URL("../fixtures/worker_process.ts", import.meta.url).pathname],
+    args: ["run", "-A", new URL(`../fixtures/${fixture}`, import.meta.url).pathname],
     env: { DATABASE_URL, SVC_SCHEMA: schema, ...env },
     stdout: "piped",
     stderr: "inherit",
