@@ -189,6 +189,7 @@ Deno.test("a function that calls back before sending its own 2xx: the job is com
     const done = await until(job.id, "completed", "failed", "retryable");
     assert.equal(done.state, "completed");
     assert.deepEqual(done.result, { early: true });
+    await waitFor(() => answer !== undefined, 5_000, "the receiver's answer to reach the function");
     assert.equal(answer?.status, 200);
     assert.equal(answer?.body.state, "completed");
     // The worker's park after the 2xx found nothing to do; give it a moment and check nothing changed.
