@@ -2,7 +2,8 @@
  * `createClient`: producers, admin tools and external systems. Enqueue (single, many, transactional),
  * read, cancel, retry, pause/resume, external completion, health and migrations.
  */
-import { connect, type Db, fromPostgres, type Sql } from "../db/connection.ts";
+import { connect, type Db, type Sql } from "../db/connection.ts";
+import { type Driver, postgresDriver } from "../db/driver.ts";
 import { DEFAULT_SCHEMA, type SchemaNames, schemaNames } from "../db/names.ts";
 import { migrate as runMigrations, type MigrateResult } from "../db/migrate.ts";
 import { EXPECTED_SCHEMA_VERSION, readSchemaVersion } from "../db/schema_version.ts";
@@ -30,6 +31,8 @@ export interface ClientOptions {
   databaseUrl?: string;
   /** A postgres.js pool of your own (the client then never closes it). */
   sql?: Sql;
+  /** A driver of your own, e.g. the embedded PGlite of `svc dev` (the client then never closes it). */
+  driver?: Driver;
   /** Shared pool size (default 10). */
   maxConnections?: number;
   /** Postgres schema (default `svc`). */
@@ -44,16 +47,22 @@ export interface ClientOptions {
 export interface ClientTransaction {
   enqueue(kind: string, args?: Record<string, unknown>, opts?: Omit<EnqueueOptions, "tx">): Promise<Job>;
   enqueueMany(items: EnqueueItem[]): Promise<Job[]>;
-  /** The postgres.js transaction: run your own statements in it. */
+  /** The driver's transaction: run your own statements in it (postgres.js `tx`; PGlite's in embedded mode). */
   // deno-lint-ignore no-explicit-any
   sql: any;
+  /** The same transaction as a `Db` (`query(text, params)`), whatever the driver. */
+  db: Db;
 }
 
 /** The client (its cron methods are in `./cron.ts`). */
 export interface Client extends CronMethods {
   readonly schema: string;
-  /** The shared postgres.js pool. */
+  /** The shared postgres.js pool (throws with the embedded PGlite driver, which has none: use `db`). */
   readonly sql: Sql;
+  /** The driver: SQL (`db`), LISTEN, the leader lock. */
+  readonly driver: Driver;
+  /** SQL through the driver: `query(text, params)`, `exec(script)`, `begin(fn)`. */
+  readonly db: Db;
   /** @internal storage engine used by the worker and the HTTP surfaces. */
   readonly engine: StorageEngine;
   /** @internal derived names of the schema. */
@@ -89,17 +98,18 @@ export interface Client extends CronMethods {
 /** Creates a client. Connections open lazily on first use. */
 export function createClient(opts: ClientOptions = {}): Client {
   const names = schemaNames(opts.schema ?? DEFAULT_SCHEMA);
-  let sql: Sql;
-  let owned = false;
-  if (opts.sql) {
-    sql = opts.sql;
+  let driver: Driver;
+  if (opts.driver) {
+    driver = opts.driver;
+  } else if (opts.sql) {
+    driver = postgresDriver(opts.sql);
   } else {
     const url = opts.databaseUrl ?? env("DATABASE_URL");
     if (!url) throw new ValidationError("no database URL: pass databaseUrl or set DATABASE_URL");
-    sql = connect(url, { max: opts.maxConnections ?? 10, connectTimeout: opts.connectTimeout });
-    owned = true;
+    const sql = connect(url, { max: opts.maxConnections ?? 10, connectTimeout: opts.connectTimeout });
+    driver = postgresDriver(sql, { owned: true });
   }
-  const db = fromPostgres(sql);
+  const db = driver.db;
   const engine: StorageEngine = new CanonicalEngine(db, names);
   const heartbeatInterval = opts.heartbeatInterval ?? 30_000;
 
@@ -123,25 +133,31 @@ export function createClient(opts: ClientOptions = {}): Client {
 
   const client: Client = {
     schema: names.schema,
-    sql,
+    get sql(): Sql {
+      if (!driver.sql) throw new Error(`client.sql is the postgres.js pool; the ${driver.name} driver has none: use client.db`);
+      return driver.sql;
+    },
+    driver,
+    db,
     engine,
     names,
     migrate: () => runMigrations(db, names),
     schemaStatus: async () => ({ current: await readSchemaVersion(db, names), expected: EXPECTED_SCHEMA_VERSION }),
     async enqueue(kind, args = {}, o = {}) {
       const { tx, ...rest } = o;
-      const [job] = await enqueueVia(tx ? fromPostgres(tx) : db, [{ ...rest, kind, args }]);
+      const [job] = await enqueueVia(tx ? driver.txDb(tx) : db, [{ ...rest, kind, args }]);
       return job;
     },
-    enqueueMany: (items, o = {}) => enqueueVia(o.tx ? fromPostgres(o.tx) : db, items),
+    enqueueMany: (items, o = {}) => enqueueVia(o.tx ? driver.txDb(o.tx) : db, items),
     transaction: (fn) =>
-      sql.begin((tx) =>
+      driver.transaction((tx, raw) =>
         fn({
-          enqueue: async (kind, args = {}, o = {}) => (await enqueueVia(fromPostgres(tx), [{ ...o, kind, args }]))[0],
-          enqueueMany: (items) => enqueueVia(fromPostgres(tx), items),
-          sql: tx,
+          enqueue: async (kind, args = {}, o = {}) => (await enqueueVia(tx, [{ ...o, kind, args }]))[0],
+          enqueueMany: (items) => enqueueVia(tx, items),
+          sql: raw,
+          db: tx,
         })
-      ) as Promise<never>,
+      ),
     getJob: (id) => engine.getJob(checkId(id)),
     listJobs: (o = {}) => engine.listJobs(o),
     async cancel(id) {
@@ -183,7 +199,7 @@ export function createClient(opts: ClientOptions = {}): Client {
     storageStatus: () => engine.storageState(),
     ...cronMethods(db, names, (kind, args, o) => client.enqueue(kind, args, o)),
     async close() {
-      if (owned) await sql.end({ timeout: 5 });
+      if (!opts.driver) await driver.close();
     },
   };
   return client;

@@ -91,3 +91,40 @@ export function exit(code: number): never {
 export function args(): string[] {
   return [...(D?.args ?? [])];
 }
+
+/**
+ * Creates `dir` when missing and takes an exclusive lock on the file `dir/name` (released when the
+ * process ends, or by the returned function); null when another process holds it.
+ */
+export async function lockDirectory(dir: string, name: string): Promise<(() => Promise<void>) | null> {
+  await D.mkdir(dir, { recursive: true });
+  const file = await D.open(`${dir}/${name}`, { write: true, create: true });
+  if (!(await file.tryLock(true))) {
+    file.close();
+    return null;
+  }
+  return async () => {
+    try {
+      await file.unlock();
+    } finally {
+      file.close();
+    }
+  };
+}
+
+/** Whether a file or directory exists. */
+export async function pathExists(path: string): Promise<boolean> {
+  try {
+    await D.stat(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Removes a directory and everything in it (nothing when it does not exist). */
+export async function removeDir(path: string): Promise<void> {
+  await D.remove(path, { recursive: true }).catch((e: Error) => {
+    if (e?.name !== "NotFound") throw e;
+  });
+}

@@ -1,20 +1,18 @@
 /**
- * Leader election: one leader per database (per schema), by a session-level advisory lock held on a
- * connection reserved for it. Leadership is lost with that connection: every tick checks that the
- * backend holding the lock is still the one we talk to, and a failed check drops leadership at once.
- * Non-leaders try to take the lock every `electionInterval`.
+ * Leader election: one leader per database (per schema), by the driver's leader lock (postgres.js: a
+ * session-level advisory lock held on a connection reserved for it; embedded PGlite: this process is
+ * the only one, so it leads). Leadership is lost with that connection: every tick checks that the lock
+ * is still held, and a failed check drops leadership at once. Non-leaders try to take the lock every
+ * `electionInterval`.
  */
-import type { Sql } from "../db/connection.ts";
+import type { LeaderLock } from "../db/driver.ts";
 import type { Logger } from "../types.ts";
 
 export class LeaderElection {
-  private conn: Awaited<ReturnType<Sql["reserve"]>> | null = null;
-  private backendPid: number | null = null;
   isLeader = false;
 
   constructor(
-    private readonly sql: Sql,
-    private readonly lockKey: number,
+    private readonly lock: LeaderLock,
     private readonly logger: Logger,
     private readonly onChange: (leader: boolean) => void,
   ) {}
@@ -22,47 +20,33 @@ export class LeaderElection {
   /** One election step: keep or try to take leadership. Returns whether this process leads. */
   async tick(): Promise<boolean> {
     try {
-      if (!this.conn) this.conn = await this.sql.reserve();
       if (this.isLeader) {
-        const [r] = await this.conn`select pg_backend_pid() as pid`;
-        if (r.pid !== this.backendPid) this.lose("leader connection was replaced");
-      } else {
-        const [r] = await this.conn`select pg_try_advisory_lock(${this.lockKey}::bigint) as ok, pg_backend_pid() as pid`;
-        if (r.ok) {
-          this.isLeader = true;
-          this.backendPid = r.pid;
-          this.onChange(true);
-        }
+        if (!(await this.lock.check())) this.lose("leader connection was replaced");
+      } else if (await this.lock.tryAcquire()) {
+        this.isLeader = true;
+        this.onChange(true);
       }
     } catch (e) {
       if (this.isLeader) this.lose(`leader connection failed: ${(e as Error).message}`);
-      this.dropConnection();
+      this.lock.drop();
     }
     return this.isLeader;
   }
 
   /** Releases the lock and the connection. */
   async resign(): Promise<void> {
-    if (this.conn && this.isLeader) {
+    if (this.isLeader) {
       try {
-        await this.conn`select pg_advisory_unlock(${this.lockKey}::bigint)`;
+        await this.lock.release();
       } catch { /* the connection is going anyway */ }
+      this.lose("shutdown", "info");
     }
-    if (this.isLeader) this.lose("shutdown", "info");
-    this.dropConnection();
+    this.lock.drop();
   }
 
   private lose(why: string, level: "warn" | "info" = "warn"): void {
     this.isLeader = false;
-    this.backendPid = null;
     this.logger[level](`svc: leadership released (${why})`);
     this.onChange(false);
-  }
-
-  private dropConnection(): void {
-    try {
-      this.conn?.release();
-    } catch { /* already gone */ }
-    this.conn = null;
   }
 }

@@ -1,9 +1,10 @@
 /**
- * LISTEN/NOTIFY on one dedicated connection (postgres.js re-listens after a reconnect), with the
- * polling fallback: when `listen` is off or LISTEN fails, subscribers are simply never called and the
- * dispatchers' poll interval does the work.
+ * LISTEN/NOTIFY through the driver (postgres.js: one dedicated connection that re-listens after a
+ * reconnect; embedded PGlite: its one session, delivered in-process), with the polling fallback: when
+ * `listen` is off or LISTEN fails, subscribers are simply never called and the dispatchers' poll
+ * interval does the work.
  */
-import type { Sql } from "../db/connection.ts";
+import type { Driver } from "../db/driver.ts";
 import type { Logger } from "../types.ts";
 
 /** Subscribes to channels. */
@@ -19,8 +20,8 @@ export function pollingNotifier(): Notifier {
   return { listening: false, subscribe: async () => {}, close: async () => {} };
 }
 
-/** LISTEN on the pool's dedicated listen connection; falls back to polling when LISTEN fails. */
-export function listenNotifier(sql: Sql, logger: Logger): Notifier {
+/** LISTEN through the driver; falls back to polling when LISTEN fails. */
+export function listenNotifier(driver: Pick<Driver, "listen">, logger: Logger): Notifier {
   const unlistens: (() => Promise<void>)[] = [];
   let ok = true;
   return {
@@ -30,8 +31,7 @@ export function listenNotifier(sql: Sql, logger: Logger): Notifier {
     async subscribe(channel, fn) {
       if (!ok) return;
       try {
-        const r = await sql.listen(channel, fn);
-        unlistens.push(() => r.unlisten());
+        unlistens.push(await driver.listen(channel, fn));
       } catch (e) {
         ok = false;
         logger.warn(`svc: LISTEN ${channel} failed (${(e as Error).message}); falling back to polling`);

@@ -2,10 +2,10 @@
  * `createWorker`: the application process. Owns one dispatcher per queue, the heartbeat loop, the
  * maintenance loop (elected leader), the notifier, and their lifecycle from `start` to `shutdown`.
  */
-import { connect, type Sql } from "../db/connection.ts";
+import { connect } from "../db/connection.ts";
+import { type Driver, postgresDriver } from "../db/driver.ts";
 import { type Client, createClient } from "../client/client.ts";
 import { EXPECTED_SCHEMA_VERSION, readSchemaVersion } from "../db/schema_version.ts";
-import { fromPostgres } from "../db/connection.ts";
 import { SchemaOutdatedError, ValidationError } from "../errors.ts";
 import { env, hostname, pid } from "../runtime/runtime.ts";
 import type { Logger, ReadinessReport } from "../types.ts";
@@ -37,6 +37,8 @@ export interface WorkerOptions {
   databaseUrl?: string;
   /** Or a client whose pool the worker shares. */
   client?: Client;
+  /** Or a driver of your own, e.g. the embedded PGlite of `svc dev` (the worker never closes it). */
+  driver?: Driver;
   /** Postgres schema (default `svc`). */
   schema?: string;
   /** Shared pool size (default 10); the leader's connection and the LISTEN connection come on top. */
@@ -117,20 +119,22 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
   if (healthAddr) parseHealthAddr(healthAddr);
   for (const [kind, cfg] of Object.entries(opts.httpWorkers ?? {})) validateHttpWorkerConfig(kind, cfg);
 
-  let sql: Sql;
   let client: Client;
   let ownsPool = false;
   if (opts.client) {
     client = opts.client;
-    sql = client.sql;
+  } else if (opts.driver) {
+    client = createClient({ driver: opts.driver, schema: opts.schema, heartbeatInterval });
   } else {
     const url = opts.databaseUrl ?? env("DATABASE_URL");
     if (!url) throw new ValidationError("createWorker: no database URL: pass databaseUrl or set DATABASE_URL");
     // +1: the leader's reserved connection comes on top of the shared pool.
-    sql = connect(url, { max: maxConnections + 1, applicationName: "svc-worker" });
-    client = createClient({ sql, schema: opts.schema, heartbeatInterval });
+    const sql = connect(url, { max: maxConnections + 1, applicationName: "svc-worker" });
+    client = createClient({ driver: postgresDriver(sql, { owned: true }), schema: opts.schema, heartbeatInterval });
     ownsPool = true;
   }
+  const driver = client.driver;
+  const db = driver.db;
   const engine = client.engine;
   const names = client.names;
   const id = `${hostname()}:${pid()}:${crypto.randomUUID().slice(0, 8)}`;
@@ -165,7 +169,7 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
   let notifier: Notifier = pollingNotifier();
   const stops: (() => Promise<void>)[] = [];
 
-  const election = new LeaderElection(sql, names.leaderLockKey, logger, (leader) => {
+  const election = new LeaderElection(driver.leaderLock(names.leaderLockKey), logger, (leader) => {
     logger.info(`svc: runtime ${id} ${leader ? "is now the leader" : "is no longer the leader"}`);
     emit(on, logger, "leader", leader);
     heartbeat.poke();
@@ -175,7 +179,7 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
     election,
     maintenanceInterval,
     electionInterval,
-    [cronDuty(fromPostgres(sql), names, maintenanceInterval), ...(ext.duties ?? [])],
+    [cronDuty(db, names, maintenanceInterval), ...(ext.duties ?? [])],
   );
 
   const localReadiness = (): boolean =>
@@ -205,11 +209,11 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
     },
     async start() {
       if (started) throw new Error("worker already started");
-      const version = await readSchemaVersion(fromPostgres(sql), names);
+      const version = await readSchemaVersion(db, names);
       if (version === null || version < EXPECTED_SCHEMA_VERSION) {
         throw new SchemaOutdatedError(version, EXPECTED_SCHEMA_VERSION);
       }
-      if (cronDefs.length) await upsertCron(fromPostgres(sql), names, cronDefs, id);
+      if (cronDefs.length) await upsertCron(db, names, cronDefs, id);
       if (healthAddr) {
         const listener = startHealthListener(healthAddr, () => worker.healthCheck());
         stops.push(() => listener.close());
@@ -223,7 +227,7 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
         );
       }
       if (opts.listen !== false) {
-        notifier = listenNotifier(sql, logger);
+        notifier = listenNotifier(driver, logger);
         await notifier.subscribe(names.jobsChannel, (queue) => dispatchers.get(queue)?.wake());
         await notifier.subscribe(names.cancelChannel, (jobId) => inFlight.get(Number(jobId))?.abort("cancelled"));
         await notifier.subscribe(names.callbacksChannel, (cb) => waiters.wake(cb));
@@ -259,7 +263,7 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
       for (const stop of stops.reverse()) await stop().catch(() => {});
       await engine.deleteRuntime(id).catch(() => {});
       await notifier.close();
-      if (ownsPool) await sql.end({ timeout: 5 });
+      if (ownsPool) await driver.close();
       logger.info(`svc: worker ${id} stopped`);
     },
     async healthCheck() {
@@ -268,7 +272,7 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
       let timer: ReturnType<typeof setTimeout> | undefined;
       try {
         version = await Promise.race([
-          readSchemaVersion(fromPostgres(sql), names),
+          readSchemaVersion(db, names),
           new Promise<never>((_, rej) => timer = setTimeout(() => rej(new Error("timeout")), 2000)),
         ]);
         connected = true;

@@ -1,5 +1,4 @@
 /** Kinds: every job kind in the table with its counts by state. */
-import { fromPostgres } from "../../db/connection.ts";
 import { countByKind } from "../../storage/canonical/stats.ts";
 import { ref, route } from "./route.ts";
 
@@ -23,7 +22,7 @@ export const kindRoutes = [
     },
     errors: [],
     async handler({ client }) {
-      return { kinds: await countByKind(fromPostgres(client.sql), client.names) };
+      return { kinds: await countByKind(client.db, client.names) };
     },
   }),
 ];

@@ -1,0 +1,95 @@
+/**
+ * The driver: everything the client and the worker need from a database besides storage SQL. `Db` for
+ * the SQL, LISTEN, the leader lock and close. Two drivers: postgres.js over a pool (the default, here)
+ * and PGlite in-process with its one session (`pglite_driver.ts`, the embedded mode of `svc dev`).
+ */
+import { type Db, fromPostgres, type Sql } from "./connection.ts";
+
+/** The leader's lock: held by at most one process per database and schema. */
+export interface LeaderLock {
+  /** Tries to take the lock; true when this process now holds it. */
+  tryAcquire(): Promise<boolean>;
+  /** Whether the lock is still held (false or a throw: leadership is lost). */
+  check(): Promise<boolean>;
+  /** Gives the lock back. */
+  release(): Promise<void>;
+  /** Forgets the connection behind the lock (after a failure; the lock goes with it). */
+  drop(): void;
+}
+
+/** A database connection for the client and the worker. */
+export interface Driver {
+  /** `postgres` (postgres.js pool) or `pglite` (embedded, one session). */
+  readonly name: "postgres" | "pglite";
+  /** Storage SQL. */
+  readonly db: Db;
+  /** The postgres.js pool (postgres driver only). */
+  readonly sql?: Sql;
+  /** Runs `fn` in a transaction; `raw` is the driver's own transaction handle (postgres.js `tx`). */
+  transaction<T>(fn: (tx: Db, raw: unknown) => Promise<T>): Promise<T>;
+  /** A `Db` for a transaction handle the caller passed as `tx` (a postgres.js transaction, or a `Db`). */
+  txDb(tx: unknown): Db;
+  /** LISTEN on a channel; resolves to a function that stops listening. */
+  listen(channel: string, fn: (payload: string) => void): Promise<() => Promise<void>>;
+  /** The leader lock of one key. */
+  leaderLock(key: number): LeaderLock;
+  close(): Promise<void>;
+}
+
+/** Whether `x` already is a `Db`. */
+export function isDb(x: unknown): x is Db {
+  const d = x as Db;
+  return typeof d?.query === "function" && typeof d?.exec === "function" && typeof d?.begin === "function";
+}
+
+/** The postgres.js driver over a pool; `close` ends the pool only when `owned`. */
+export function postgresDriver(sql: Sql, opts: { owned?: boolean } = {}): Driver {
+  return {
+    name: "postgres",
+    db: fromPostgres(sql),
+    sql,
+    transaction: (fn) => sql.begin((tx) => fn(fromPostgres(tx), tx)) as Promise<never>,
+    txDb: (tx) => (isDb(tx) ? tx : fromPostgres(tx)),
+    async listen(channel, fn) {
+      const r = await sql.listen(channel, fn);
+      return () => r.unlisten();
+    },
+    leaderLock: (key) => advisoryLeaderLock(sql, key),
+    async close() {
+      if (opts.owned) await sql.end({ timeout: 5 });
+    },
+  };
+}
+
+/**
+ * A session-level advisory lock on a connection reserved for it. The lock goes with that connection,
+ * so `check` verifies that the backend we talk to is still the one that took it.
+ */
+function advisoryLeaderLock(sql: Sql, key: number): LeaderLock {
+  let conn: Awaited<ReturnType<Sql["reserve"]>> | null = null;
+  let backendPid: number | null = null;
+  return {
+    async tryAcquire() {
+      if (!conn) conn = await sql.reserve();
+      const [r] = await conn`select pg_try_advisory_lock(${key}::bigint) as ok, pg_backend_pid() as pid`;
+      backendPid = r.ok ? r.pid : null;
+      return r.ok;
+    },
+    async check() {
+      if (!conn || backendPid === null) return false;
+      const [r] = await conn`select pg_backend_pid() as pid`;
+      return r.pid === backendPid;
+    },
+    async release() {
+      if (conn && backendPid !== null) await conn`select pg_advisory_unlock(${key}::bigint)`;
+      backendPid = null;
+    },
+    drop() {
+      try {
+        conn?.release();
+      } catch { /* already gone */ }
+      conn = null;
+      backendPid = null;
+    },
+  };
+}
