@@ -1,5 +1,7 @@
 /** Queues: list with counts by state, pause, resume. */
 import type { Client } from "../../client/client.ts";
+import { fromPostgres } from "../../db/connection.ts";
+import { queueStats } from "../../storage/canonical/stats.ts";
 import type { QueueInfo } from "../../types.ts";
 import { actionRoute, type Param, ref, route } from "./route.ts";
 import { queueNameSchema } from "./schemas.ts";
@@ -17,7 +19,7 @@ export function queueToJson(q: QueueInfo): Record<string, unknown> {
 const nameParam: Param = { name: "name", in: "path", description: "queue name", schema: queueNameSchema };
 
 async function oneQueue(client: Client, name: string): Promise<Record<string, unknown>> {
-  const q = (await client.listQueues()).find((x) => x.name === name);
+  const q = (await queueStats(fromPostgres(client.sql), client.names)).find((x) => x.name === name);
   return { queue: queueToJson(q!) };
 }
 
@@ -39,7 +41,7 @@ export const queueRoutes = [
     },
     errors: [],
     async handler({ client }) {
-      return { queues: (await client.listQueues()).map(queueToJson) };
+      return { queues: (await queueStats(fromPostgres(client.sql), client.names)).map(queueToJson) };
     },
   }),
   actionRoute({

@@ -1,6 +1,5 @@
 /** Stats for the dashboard: counts by state, per queue, and completions/failures per minute. */
-import { fromPostgres } from "../../db/connection.ts";
-import { countByState, throughput } from "../../storage/canonical/stats.ts";
+import { queueStats, sumCounts, throughput } from "../../storage/canonical/stats.ts";
 import { ref, route } from "./route.ts";
 import { queueToJson } from "./queues.ts";
 
@@ -37,14 +36,13 @@ export const statsRoutes = [
     },
     errors: [],
     async handler({ client }) {
-      const db = fromPostgres(client.sql);
-      const [counts, queues, points] = await Promise.all([
-        countByState(db, client.names),
-        client.listQueues(),
+      const db = client.db;
+      const [queues, points] = await Promise.all([
+        queueStats(db, client.names),
         throughput(db, client.names, THROUGHPUT_MINUTES),
       ]);
       return {
-        counts,
+        counts: sumCounts(queues),
         queues: queues.map(queueToJson),
         throughput: points.map((p) => ({
           minute: new Date(p.minute).toISOString(),

@@ -2,14 +2,13 @@
  * The dashboard's read queries: counts by state, by kind, and completions/failures per minute.
  * Each is shaped for the indexes of the jobs table (see bench/dashboard_queries.ts for timings
  * with 1,000,000 jobs):
- * - counts by state: an index-only scan of `jobs_state_id_idx` per state (no heap visits once
- *   the table is vacuumed);
- * - throughput: a range scan of the partial index `jobs_finalized_idx (state, finalized_at)` over
- *   the last hour only.
+ * - counts by state and per queue: one pass over the jobs table (no index covers (queue, state)),
+ *   the ages of the oldest available jobs from the claim index;
+ * - throughput: a range scan over the last hour only (`jobs_finalized_idx (finalized_at)`, partial on terminal states).
  */
 import type { Db } from "../../db/connection.ts";
 import type { SchemaNames } from "../../db/names.ts";
-import { JOB_STATES, type JobState } from "../../types.ts";
+import { JOB_STATES, type JobState, type QueueInfo } from "../../types.ts";
 
 /** A count for every job state (zeros included). */
 export type StateCounts = Record<JobState, number>;
@@ -28,14 +27,39 @@ function fillCounts(rows: { state: string; n: unknown }[]): StateCounts {
   return out;
 }
 
-/** Jobs per state. One `count(*)` per state, so each is an index-only scan of (state, id). */
-export async function countByState(db: Db, n: SchemaNames): Promise<StateCounts> {
-  const rows = await db.query<{ state: string; n: number }>(
-    `select s.state, (select count(*) from ${n.q}.jobs j where j.state = s.state::${n.q}.job_state) as n
-       from unnest($1::text[]) as s(state)`,
-    [JOB_STATES],
+/**
+ * Every queue that has jobs or a queues row (paused ahead), with counts by state and the age of its
+ * oldest available job: one pass over the jobs table for the counts, and the claim index
+ * (`jobs_claim_idx`, partial on available jobs) for the ages. Same result as `client.listQueues()`,
+ * which makes three passes; the dashboard polls this.
+ */
+export async function queueStats(db: Db, n: SchemaNames): Promise<QueueInfo[]> {
+  const rows = await db.query<
+    { name: string; paused: boolean; counts: Record<string, number>; age: number | null }
+  >(
+    `with counts as (select queue, state::text as state, count(*) as n from ${n.q}.jobs group by queue, state),
+          oldest as (select queue, extract(epoch from now() - min(run_at))::float8 as age
+                       from ${n.q}.jobs where state = 'available' group by queue),
+          names as (select name from ${n.q}.queues union select queue from counts)
+     select names.name, coalesce(q.paused, false) as paused,
+            coalesce((select jsonb_object_agg(c.state, c.n) from counts c where c.queue = names.name), '{}') as counts,
+            (select greatest(o.age, 0) from oldest o where o.queue = names.name) as age
+       from names left join ${n.q}.queues q on q.name = names.name
+      order by names.name`,
   );
-  return fillCounts(rows);
+  return rows.map((r) => ({
+    name: r.name,
+    paused: r.paused,
+    counts: fillCounts(Object.entries(r.counts).map(([state, c]) => ({ state, n: c }))),
+    oldestAvailableAgeSeconds: r.age === null ? null : Number(r.age),
+  }));
+}
+
+/** Counts by state summed over queues (saves a pass when the per-queue counts are read anyway). */
+export function sumCounts(queues: QueueInfo[]): StateCounts {
+  const out = fillCounts([]);
+  for (const q of queues) for (const s of JOB_STATES) out[s] += q.counts[s];
+  return out;
 }
 
 /** Jobs per kind and state, kinds in name order. */
