@@ -251,20 +251,21 @@ Deno.test("fail callback: terminal by default; retryable: true retries and the n
 
 Deno.test("heartbeat keeps a parked job alive past its original callback timeout", async () => {
   await withHttpWorker({
-    config: { callbackTimeout: 800 },
+    config: { callbackTimeout: 1_500 },
     fn: (r, env) => {
       later(async () => {
+        await env.until(r.body.job_id, "waiting_external");
         const hb = await env.callBack(r, r.body.heartbeat_url, { timeout_seconds: 30 });
         assert.equal(hb.status, 200);
-      }, 100);
+      });
       return new Response(null, { status: 202 });
     },
   }, async ({ client, until, received, callBack }) => {
     const job = await client.enqueue("fn", {}, { maxAttempts: 1 });
     await until(job.id, "waiting_external");
-    // Past the original 800 ms deadline (plus several 50 ms rounds of the leader expiring callbacks).
-    const originalDeadline = (await client.getCallback(received[0].body.callback_id))!.createdAt.getTime() +
-      800;
+    // Past the original 1.5 s deadline (plus several 50 ms rounds of the leader expiring callbacks).
+    const cb = (await client.getCallback(received[0].body.callback_id))!;
+    const originalDeadline = cb.createdAt.getTime() + 1_500;
     await waitFor(() => Date.now() > originalDeadline + 400, 5_000);
     const parked = (await client.getJob(job.id))!;
     assert.equal(parked.state, "waiting_external", "still waiting thanks to the heartbeat");
@@ -301,7 +302,7 @@ Deno.test("function responses: 3xx and 4xx terminal, listed statuses and 5xx ret
   let redirectFollowed = false;
   await withHttpWorker({
     config: {
-      requestTimeout: 300,
+      requestTimeout: 1_000, // generous: a loaded CI machine must not turn a 404 into a timeout
       retryableStatuses: [429],
       backoff: () => 3_600_000, // retries stay in the future while the test looks at them
     },
@@ -320,8 +321,11 @@ Deno.test("function responses: 3xx and 4xx terminal, listed statuses and 5xx ret
           return new Response("é" + "x".repeat(3000), { status: 500 });
         case "503":
           return new Response(null, { status: 503 });
-        case "slow":
-          await new Promise((res) => setTimeout(res, 1_500));
+        case "slow": // answers only after the worker gave up (or 10 s), so teardown does not wait on it
+          await new Promise((res) => {
+            const t = setTimeout(res, 10_000);
+            req.signal.addEventListener("abort", () => res(clearTimeout(t)));
+          });
           return new Response(null, { status: 202 });
       }
       return new Response(null, { status: 202 });
@@ -356,7 +360,7 @@ Deno.test("function responses: 3xx and 4xx terminal, listed statuses and 5xx ret
     assert.ok(excerpt.endsWith("…"), "marked as cut");
     assert.equal(new TextEncoder().encode(excerpt.slice(0, -1)).length, 1024, "the first 1 KiB of the body");
     assert.match(await err(j503, "retryable"), /HTTP 503/);
-    assert.match(await err(slow, "retryable"), /did not answer within the request timeout of 300 ms/);
+    assert.match(await err(slow, "retryable"), /did not answer within the request timeout of 1000 ms/);
   });
 
   // Connection refused: nothing listens at the function's address.
