@@ -14,6 +14,7 @@ import { jobCommand } from "./src/cli/job.ts";
 import { queueCommand } from "./src/cli/queue.ts";
 import { cronCommand } from "./src/cli/cron.ts";
 import { storageCommand } from "./src/cli/storage.ts";
+import { devCommand } from "./src/cli/dev.ts";
 import { args, eprintln, exit } from "./src/runtime/runtime.ts";
 import denoJson from "./deno.json" with { type: "json" };
 
@@ -34,6 +35,7 @@ export function buildProgram(): Command {
   program.addCommand(queueCommand());
   program.addCommand(cronCommand());
   program.addCommand(storageCommand());
+  program.addCommand(devCommand());
   return program;
 }
 

@@ -107,8 +107,8 @@ export function pgliteDriver(pg: PGlite, onClose: () => Promise<void> = () => pg
       return () => unlisten();
     },
     leaderLock: () => ({
-      tryAcquire: async () => !closed,
-      check: async () => !closed,
+      tryAcquire: () => Promise.resolve(!closed),
+      check: () => Promise.resolve(!closed),
       release: async () => {},
       drop: () => {},
     }),

@@ -1,0 +1,179 @@
+/**
+ * `svc dev` as a library call: the database (the given PostgreSQL, or PGlite embedded in this process
+ * with its data in `dataDir`), migrations, the admin UI + REST API + callback receiver of `svc serve`,
+ * a worker with the example handlers and an HTTP worker pointed at the built-in function endpoint, one
+ * cron schedule, and a trickle of example jobs. `stop` undoes all of it in order.
+ */
+import { type Client, createClient } from "../client/client.ts";
+import type { Driver } from "../db/driver.ts";
+import { createAdminServer } from "../http/server.ts";
+import { type HttpServer, serveHttp } from "../runtime/runtime.ts";
+import type { Logger } from "../types.ts";
+import { createWorker } from "../worker/worker.ts";
+import {
+  DEV_CRON,
+  DEV_KINDS,
+  DEV_QUEUE,
+  exampleBatch,
+  exampleFunction,
+  exampleHandlers,
+} from "./examples.ts";
+
+/** Options of {@link startDev}. */
+export interface DevOptions {
+  /** PostgreSQL to use; without one, the embedded PGlite in `dataDir`. */
+  databaseUrl?: string;
+  schema?: string;
+  /** Folder of the embedded database (default `.svc-data`). */
+  dataDir?: string;
+  /** Delete the embedded database first. */
+  fresh?: boolean;
+  /** Address of the UI and API (default 127.0.0.1:3000; port 0 picks a free one). */
+  host?: string;
+  port?: number;
+  /** A batch of example jobs every this many ms (default 5000; 0: only the first batch). */
+  everyMs?: number;
+  /** Where the progress lines go (default console). */
+  log?: (line: string) => void;
+}
+
+/** A running `svc dev`. */
+export interface Dev {
+  /** The UI address, e.g. `http://127.0.0.1:3000/`. */
+  url: string;
+  /** `embedded` (PGlite in `dataDir`) or `postgres`. */
+  database: "embedded" | "postgres";
+  /** Embedded: whether `dataDir` already held a database from an earlier run. */
+  existed: boolean;
+  client: Client;
+  stop(): Promise<void>;
+}
+
+/** Starts everything; throws (after undoing what started) when something cannot start. */
+export async function startDev(o: DevOptions = {}): Promise<Dev> {
+  const log = o.log ?? ((line: string) => console.log(line));
+  const undo: (() => Promise<void>)[] = [];
+  const stop = async () => {
+    for (const u of undo.splice(0).reverse()) {
+      await u().catch((e) => log(`svc dev: while stopping: ${e.message}`));
+    }
+  };
+  try {
+    let driver: Driver | undefined;
+    let existed = false;
+    if (!o.databaseUrl) {
+      const { openPglite } = await import("../db/pglite_driver.ts"); // PGlite loads only when used
+      const dir = o.dataDir ?? ".svc-data";
+      const opened = await openPglite(dir, { fresh: o.fresh });
+      driver = opened.driver;
+      existed = opened.existed;
+      undo.push(() => driver!.close());
+      log(
+        `svc dev: embedded PostgreSQL (PGlite) in ${dir}, ${
+          existed ? "with the data of the earlier runs" : "new"
+        }; ` +
+          "for trying svc and local development, not for production",
+      );
+    }
+    const client = createClient(
+      driver
+        ? { driver, schema: o.schema }
+        : { databaseUrl: o.databaseUrl, schema: o.schema, maxConnections: 5 },
+    );
+    undo.push(() => client.close());
+    const m = await client.migrate();
+    if (m.applied.length) log(`svc dev: schema ${client.schema} migrated to version ${m.to}`);
+
+    const secret = crypto.getRandomValues(new Uint8Array(32));
+    const app = createAdminServer(client, {
+      callbackAuth: { kind: "signed", secret },
+      logger: { info: () => {}, error: (line: string) => log(line) },
+    });
+    let server: HttpServer;
+    const host = o.host ?? "127.0.0.1";
+    try {
+      server = serveHttp({ hostname: host, port: o.port ?? 3000 }, app.fetch);
+    } catch (e) {
+      throw new Error(
+        `cannot listen on ${host}:${o.port ?? 3000} (${(e as Error).message}); choose another --port`,
+      );
+    }
+    undo.push(() => server.close());
+    const base = `http://${host.includes(":") ? `[${host}]` : host}:${server.addr.port}`;
+
+    const fn = exampleFunction(log);
+    const fnServer = serveHttp({ hostname: "127.0.0.1", port: 0 }, fn.fetch);
+    undo.push(() => fnServer.close());
+    undo.push(() => fn.close());
+
+    const worker = createWorker({
+      client,
+      schema: client.schema,
+      queues: { [DEV_QUEUE]: { maxWorkers: 5 } },
+      handlers: exampleHandlers(),
+      httpWorkers: {
+        [DEV_KINDS.httpCallback]: {
+          url: `http://127.0.0.1:${fnServer.addr.port}/`,
+          mode: "async",
+          callbackBaseUrl: base,
+          callbackTimeout: 60_000,
+          hmacSecret: secret,
+        },
+      },
+      cron: DEV_CRON,
+      maintenanceInterval: 500,
+      leaderElectionInterval: 2_000,
+      logger: devLogger(log),
+      on: {
+        completed: (j) => log(`svc dev: job ${j.id} ${j.kind} completed: ${JSON.stringify(j.result)}`),
+        retried: (j, e) => log(`svc dev: job ${j.id} ${j.kind} will retry: ${(e as Error).message}`),
+        failed: (j, e) => log(`svc dev: job ${j.id} ${j.kind} failed: ${(e as Error).message}`),
+      },
+    });
+    await worker.start();
+    undo.push(() => worker.shutdown(5_000));
+
+    const trickle = startTrickle(client, o.everyMs ?? 5_000, log);
+    undo.push(trickle);
+
+    return { url: `${base}/`, database: driver ? "embedded" : "postgres", existed, client, stop };
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+}
+
+/** Enqueues a batch now and then one every `everyMs`; returns the stop function. */
+function startTrickle(client: Client, everyMs: number, log: (line: string) => void): () => Promise<void> {
+  let stopped = false;
+  let wake = () => {};
+  const loop = (async () => {
+    for (let n = 0; !stopped; n++) {
+      try {
+        const jobs = await client.enqueueMany(exampleBatch(n));
+        log(`svc dev: enqueued jobs ${jobs.map((j) => `${j.id} ${j.kind}`).join(", ")}`);
+      } catch (e) {
+        log(`svc dev: could not enqueue the example jobs: ${(e as Error).message}`);
+      }
+      if (everyMs <= 0) return;
+      await new Promise<void>((r) => {
+        const t = setTimeout(r, everyMs);
+        wake = () => {
+          clearTimeout(t);
+          r();
+        };
+      });
+    }
+  })();
+  return async () => {
+    stopped = true;
+    wake();
+    await loop;
+  };
+}
+
+/** The worker's lines on the same output, without debug. */
+function devLogger(log: (line: string) => void): Logger {
+  const line = (...a: unknown[]) => log(a.map(String).join(" "));
+  return { debug: () => {}, info: line, warn: line, error: line };
+}
