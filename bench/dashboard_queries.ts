@@ -5,7 +5,8 @@
  *
  * Creates its own database (`svc_bench_dashboard` on the server of DATABASE_URL, default the local
  * one), generates the jobs with one `INSERT ... SELECT generate_series` (10 queues, 20 kinds, every
- * state; terminal jobs finalized over the last 2 hours), vacuums and analyzes, then times each
+ * state; terminal jobs finalized over the last 24 hours,
+ * the retention of completed jobs), vacuums and analyzes, then times each
  * route the UI calls through `svc serve`'s router in-process (SQL + JSON, no network). Prints a
  * Markdown table: median and slowest of `--runs` runs after one warm-up. Drops the database unless
  * `--keep`.
@@ -53,7 +54,7 @@ try {
            now() - interval '3 hours' + (g::float8 / ${JOBS}) * interval '3 hours',
            case when s.state in ('available', 'scheduled') then null else now() - interval '2 hours' end,
            case when s.state in ('completed', 'failed', 'cancelled')
-                then now() - (random() * interval '2 hours') end,
+                then now() - (random() * interval '24 hours') end,
            case when s.state in ('failed', 'retryable')
                 then jsonb_build_array(jsonb_build_object('attempt', 1, 'at', now(), 'error', 'boom')) else '[]' end,
            case when g % 100 = 0 then array['vip'] else '{}' end
@@ -105,14 +106,18 @@ try {
       times.push(performance.now() - s);
     }
     times.sort((a, b) => a - b);
-    rows.push(`| \`GET ${p.replace(/cursor=[^&]+/, "cursor=…")}\` | ${times[Math.floor(times.length / 2)].toFixed(1)} | ${
-      times.at(-1)!.toFixed(1)
-    } |`);
+    rows.push(
+      `| \`GET ${p.replace(/cursor=[^&]+/, "cursor=…")}\` | ${
+        times[Math.floor(times.length / 2)].toFixed(1)
+      } | ${times.at(-1)!.toFixed(1)} |`,
+    );
   }
   const [{ version }] = await client.sql.unsafe("select current_setting('server_version') as version");
   console.log(`# Dashboard queries with ${JOBS.toLocaleString("en-US")} jobs\n`);
-  console.log(`PostgreSQL ${version}; jobs generated in ${loadSeconds} s (vacuum analyze included); ` +
-    `${RUNS} runs per route after one warm-up; in-process router (SQL + JSON, no network).\n`);
+  console.log(
+    `PostgreSQL ${version}; jobs generated in ${loadSeconds} s (vacuum analyze included); ` +
+      `${RUNS} runs per route after one warm-up; in-process router (SQL + JSON, no network).\n`,
+  );
   console.log("| route | median ms | slowest ms |\n|---|---:|---:|");
   for (const r of rows) console.log(r);
 } finally {
