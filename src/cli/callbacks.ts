@@ -10,8 +10,9 @@ import { parseSecret } from "../contract/signature.ts";
 import { SchemaOutdatedError } from "../errors.ts";
 import { type CallbackAuth, createCallbackRouter } from "../http/callback_router.ts";
 import { errorResponse } from "../http/errors.ts";
-import { env, eprintln, onShutdownSignal, serveHttp } from "../runtime/runtime.ts";
+import { env, eprintln } from "../runtime/runtime.ts";
 import { CliError, databaseUrl, toCliError, UsageError, withDb } from "./common.ts";
+import { serveUntilSignal } from "./listen.ts";
 
 function intOption(name: string, min: number, max: number) {
   return (v: string): number => {
@@ -40,7 +41,7 @@ export function callbackAuth(secretHex: string | undefined, allowUnsigned: boole
   );
 }
 
-/** Refuses a database that cannot take callback writes: read-only by default, or a standby. */
+/** Refuses a database that cannot take callback writes (read-only by default, or a standby), then an old schema. */
 export async function assertWritable(client: Client): Promise<void> {
   const [ro] = await client.sql.unsafe("show default_transaction_read_only");
   if (String(ro.default_transaction_read_only).toLowerCase() === "on") {
@@ -56,6 +57,11 @@ export async function assertWritable(client: Client): Promise<void> {
         "point --database-url / DATABASE_URL at the primary",
     );
   }
+  await assertSchemaCurrent(client);
+}
+
+/** Refuses a schema older than this svc expects (or none), naming `svc migrate`. */
+export async function assertSchemaCurrent(client: Client): Promise<void> {
   const s = await client.schemaStatus();
   if (s.current === null || s.current < s.expected) {
     throw new CliError(new SchemaOutdatedError(s.current, s.expected).message);
@@ -110,7 +116,7 @@ export function callbacksCommand(): Command {
         await assertWritable(client).catch((e) => {
           throw toCliError(e);
         });
-        await serveUntilSignal(client, auth, o.host, o.port, o.pathPrefix);
+        await serveCallbacks(client, auth, o.host, o.port, o.pathPrefix);
       } finally {
         await client.close().catch(() => {});
       }
@@ -120,7 +126,7 @@ export function callbacksCommand(): Command {
     .addCommand(serve);
 }
 
-async function serveUntilSignal(
+async function serveCallbacks(
   client: Client,
   auth: CallbackAuth,
   host: string,
@@ -142,31 +148,16 @@ async function serveUntilSignal(
     );
     return res;
   };
-  let server;
-  try {
-    server = serveHttp({ hostname: host, port }, handler);
-  } catch (e) {
-    throw new CliError(
-      `cannot listen on ${host}:${port} (${(e as Error).message}); choose another --host / --port`,
+  await serveUntilSignal(host, port, handler, ({ urlHost, port: bound }) => {
+    console.log(
+      `svc callbacks: listening on http://${urlHost}:${bound}${router.pathPrefix}/{callback_id}/complete|fail|heartbeat ` +
+        `(${auth.kind})`,
     );
-  }
-  const { hostname, port: bound } = server.addr;
-  const h = hostname.includes(":") ? `[${hostname}]` : hostname;
-  console.log(
-    `svc callbacks: listening on http://${h}:${bound}${router.pathPrefix}/{callback_id}/complete|fail|heartbeat ` +
-      `(${auth.kind})`,
-  );
-  if (auth.kind === "unsigned") {
-    eprintln(
-      "warning: callbacks are not authenticated (--allow-unsigned); keep this receiver on a trusted network",
-    );
-  }
-  await new Promise<void>((resolve) => {
-    const off = onShutdownSignal(() => {
-      off();
-      resolve();
-    });
+    if (auth.kind === "unsigned") {
+      eprintln(
+        "warning: callbacks are not authenticated (--allow-unsigned); keep this receiver on a trusted network",
+      );
+    }
   });
-  await server.close();
   console.log("svc callbacks: stopped");
 }

@@ -1,0 +1,33 @@
+/** Serving an HTTP handler from a CLI command until SIGINT/SIGTERM (`callbacks serve`, `serve`). */
+import { type HttpServer, onShutdownSignal, serveHttp } from "../runtime/runtime.ts";
+import { CliError } from "./common.ts";
+
+/**
+ * Listens on host:port (0 picks a free port) with `handler`, calls `announce` with the bound address
+ * (IPv6 hosts in brackets, ready for a URL), waits for SIGINT or SIGTERM, then closes the server.
+ * A failure to listen is one line naming the fix.
+ */
+export async function serveUntilSignal(
+  host: string,
+  port: number,
+  handler: (req: Request) => Response | Promise<Response>,
+  announce: (addr: { hostname: string; port: number; urlHost: string }) => void,
+): Promise<void> {
+  let server: HttpServer;
+  try {
+    server = serveHttp({ hostname: host, port }, handler);
+  } catch (e) {
+    throw new CliError(
+      `cannot listen on ${host}:${port} (${(e as Error).message}); choose another --host / --port`,
+    );
+  }
+  const { hostname, port: bound } = server.addr;
+  announce({ hostname, port: bound, urlHost: hostname.includes(":") ? `[${hostname}]` : hostname });
+  await new Promise<void>((resolve) => {
+    const off = onShutdownSignal(() => {
+      off();
+      resolve();
+    });
+  });
+  await server.close();
+}
