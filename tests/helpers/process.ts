@@ -7,6 +7,8 @@ export interface Proc {
   /** Resolves when a line matching `re` was printed. */
   waitLine(re: RegExp, timeoutMs?: number): Promise<string>;
   kill(signal?: Deno.Signal): Promise<void>;
+  /** Resolves with the exit status. */
+  status: Promise<Deno.CommandStatus>;
 }
 
 export function spawnWorker(schema: string, env: Record<string, string> = {}): Proc {
@@ -15,9 +17,17 @@ export function spawnWorker(schema: string, env: Record<string, string> = {}): P
 
 /** Runs `tests/fixtures/<fixture>` with DATABASE_URL and SVC_SCHEMA set. */
 export function spawnFixture(fixture: string, schema: string, env: Record<string, string> = {}): Proc {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", new URL(`../fixtures/${fixture}`, import.meta.url).pathname],
+  return spawnDeno(["run", "-A", new URL(`../fixtures/${fixture}`, import.meta.url).pathname], {
     env: { DATABASE_URL, SVC_SCHEMA: schema, ...env },
+  });
+}
+
+/** Runs `deno <args>` (in `cwd`, with `env` on top of this process's) and reads its stdout lines. */
+export function spawnDeno(args: string[], opts: { cwd?: string; env?: Record<string, string> } = {}): Proc {
+  const child = new Deno.Command(Deno.execPath(), {
+    args,
+    cwd: opts.cwd,
+    env: opts.env,
     stdout: "piped",
     stderr: "inherit",
   }).spawn();
@@ -39,6 +49,7 @@ export function spawnFixture(fixture: string, schema: string, env: Record<string
   return {
     child,
     lines,
+    status,
     async waitLine(re, timeoutMs = 20_000) {
       const until = Date.now() + timeoutMs;
       for (;;) {

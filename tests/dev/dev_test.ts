@@ -1,0 +1,161 @@
+/**
+ * `svc dev` as the README runs it (`deno task dev`, here with `--port 0` and a data directory of its
+ * own): the UI address is printed, the example jobs finish as they should (one through the HTTP
+ * function and the callback receiver, one from the cron schedule), checked through the REST API, and
+ * SIGINT stops it with exit code 0. Embedded (no DATABASE_URL), then restarted on the same data, then
+ * `--fresh`; and on DATABASE_URL in a schema of its own.
+ */
+import assert from "node:assert/strict";
+import { DATABASE_URL, dropSchema, freshSchema, waitFor } from "../helpers/db.ts";
+import { type Proc, spawnDeno } from "../helpers/process.ts";
+import { svc } from "../helpers/cli.ts";
+
+const ROOT = new URL("../..", import.meta.url).pathname;
+/** No database URL and no schema from the environment: the embedded mode. */
+const EMBEDDED = { DATABASE_URL: "", SERVICE_SCHEMA: "", NO_COLOR: "1" };
+
+// deno-lint-ignore no-explicit-any
+type Json = any;
+
+/** `deno task dev --port 0 <args>` in the repository, as the README says; resolves with its UI address. */
+async function devTask(args: string[], env: Record<string, string>): Promise<{ proc: Proc; url: string }> {
+  const proc = spawnDeno(["task", "dev", "--port", "0", ...args], { cwd: ROOT, env });
+  try {
+    const line = await proc.waitLine(/^svc dev: open http:\/\//, 90_000);
+    return { proc, url: /open (http:\/\/\S+\/)/.exec(line)![1] };
+  } catch (e) {
+    await proc.kill("SIGKILL");
+    throw e;
+  }
+}
+
+async function api(url: string, path: string): Promise<Json> {
+  const res = await fetch(`${url}api${path}`);
+  const body = await res.json();
+  assert.equal(res.status, 200, JSON.stringify(body));
+  return body;
+}
+
+/** Waits until one example job of each kind has finished, and checks how. */
+async function checkExampleJobs(url: string): Promise<Record<string, Json>> {
+  const finished = async () => {
+    const { jobs } = await api(url, "/jobs?queue=dev&limit=500");
+    const oldest = (kind: string, state: string) =>
+      jobs.filter((j: Json) => j.kind === kind && j.state === state).sort((a: Json, b: Json) =>
+        a.id - b.id
+      )[0];
+    const found: Record<string, Json> = {
+      greet: oldest("dev.greet", "completed"),
+      flaky: oldest("dev.flaky", "completed"),
+      reject: oldest("dev.reject", "failed"),
+      http: oldest("dev.http_greet", "completed"),
+      cron: oldest("dev.cron_tick", "completed"),
+    };
+    return Object.values(found).every(Boolean) ? found : null;
+  };
+  const done = (await waitFor(finished, 60_000, "one example job of each kind to finish"))!;
+  assert.match(done.greet.result.greeting, /^hello, /);
+  assert.equal(done.flaky.attempt, 3, "retried twice, then succeeded");
+  assert.deepEqual(done.flaky.errors.map((e: Json) => e.terminal), [false, false]);
+  assert.equal(done.reject.attempt, 1, "a TerminalError fails at once");
+  assert.equal(done.reject.errors[0].terminal, true);
+  assert.match(done.http.result.greeting, /^hello from the function, /);
+  const detail = await api(url, `/jobs/${done.http.id}`);
+  assert.deepEqual(
+    detail.callbacks.map((c: Json) => c.state),
+    ["completed"],
+    "completed through the receiver",
+  );
+  assert.ok(done.cron.metadata.cron_fire_at, "enqueued by the cron schedule");
+  const { cron } = await api(url, "/cron");
+  assert.deepEqual(cron.map((c: Json) => c.name), ["dev.every_10s"]);
+  return done;
+}
+
+/** SIGINT, then a clean exit. */
+async function interrupt(proc: Proc): Promise<void> {
+  proc.child.kill("SIGINT");
+  const status = await proc.status;
+  assert.equal(status.code, 0, proc.lines.join("\n"));
+  assert.ok(proc.lines.includes("svc dev: stopped"), proc.lines.join("\n"));
+}
+
+Deno.test("svc dev, embedded: examples complete (one through the HTTP callback), SIGINT exits 0; a restart finds the data; --fresh starts over", async (t) => {
+  const dir = await Deno.makeTempDir({ prefix: "svc-dev-" });
+  const dataDir = `${dir}/.svc-data`;
+  let earlier: Record<string, Json> = {};
+  try {
+    await t.step("first run", async () => {
+      const { proc, url } = await devTask(["--data-dir", dataDir], EMBEDDED);
+      try {
+        assert.ok(
+          proc.lines.some((l) => /embedded PostgreSQL \(PGlite\) in .*, new;/.test(l)),
+          proc.lines.join("\n"),
+        );
+        assert.equal((await fetch(url)).status, 200, "the UI is served");
+        earlier = await checkExampleJobs(url);
+        const busy = await svc(["dev", "--port", "0", "--data-dir", dataDir], EMBEDDED);
+        assert.equal(busy.code, 1);
+        assert.match(busy.stderr, /in use by another process/);
+      } finally {
+        await interrupt(proc).finally(() => proc.kill());
+      }
+    });
+
+    await t.step("restart on the same data", async () => {
+      const { proc, url } = await devTask(["--data-dir", dataDir], EMBEDDED);
+      try {
+        assert.ok(proc.lines.some((l) => /with the data of the earlier runs/.test(l)), proc.lines.join("\n"));
+        const { job } = await api(url, `/jobs/${earlier.http.id}`);
+        assert.equal(job.state, "completed");
+        assert.deepEqual(job.result, earlier.http.result);
+        assert.equal(job.created_at, earlier.http.created_at);
+      } finally {
+        await interrupt(proc).finally(() => proc.kill());
+      }
+    });
+
+    await t.step("--fresh", async () => {
+      const started = Date.now();
+      const { proc, url } = await devTask(["--data-dir", dataDir, "--fresh"], EMBEDDED);
+      try {
+        assert.ok(
+          proc.lines.some((l) => /embedded PostgreSQL \(PGlite\) in .*, new;/.test(l)),
+          proc.lines.join("\n"),
+        );
+        const { jobs } = await api(url, "/jobs?limit=500");
+        assert.ok(
+          jobs.every((j: Json) => Date.parse(j.created_at) >= started - 1000),
+          "the earlier jobs are gone",
+        );
+      } finally {
+        await interrupt(proc).finally(() => proc.kill());
+      }
+    });
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("svc dev on DATABASE_URL: examples complete (one through the HTTP callback), SIGINT exits 0", async () => {
+  const schema = freshSchema("dev");
+  const env = { DATABASE_URL, SERVICE_SCHEMA: "", NO_COLOR: "1" };
+  try {
+    const refused = await svc(["dev", "--fresh", "--schema", schema], env);
+    assert.equal(refused.code, 2);
+    assert.match(refused.stderr, /--fresh deletes the embedded database/);
+
+    const { proc, url } = await devTask(["--schema", schema], env);
+    try {
+      assert.ok(
+        proc.lines.some((l) => l.includes(`svc dev: PostgreSQL at `) && l.includes(`schema ${schema}`)),
+      );
+      assert.ok(!proc.lines.some((l) => l.includes("PGlite")));
+      await checkExampleJobs(url);
+    } finally {
+      await interrupt(proc).finally(() => proc.kill());
+    }
+  } finally {
+    await dropSchema(schema);
+  }
+});
