@@ -7,21 +7,15 @@ import assert from "node:assert/strict";
 import postgres from "postgres";
 import { DATABASE_URL, testClient } from "../helpers/db.ts";
 import { closedPort, pendingCallback, post } from "../helpers/http.ts";
+import { svc } from "../helpers/cli.ts";
 import { callbackUrl, parseSecret, sign, SIGNATURE_HEADER } from "../../mod.ts";
 
 const CLI = new URL("../../cli.ts", import.meta.url).pathname;
 const SECRET_HEX = "c0ffee".repeat(10) + "abcd";
 
-/** Runs the CLI to completion. */
-async function runCli(args: string[], env: Record<string, string> = {}) {
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", CLI, ...args],
-    env: { SERVICE_CALLBACK_HMAC_SECRET: "", DATABASE_URL: "", NO_COLOR: "1", ...env },
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const dec = new TextDecoder();
-  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
+/** Runs the CLI to completion with no secret and no database in the environment unless `env` gives them. */
+function runCli(args: string[], env: Record<string, string> = {}) {
+  return svc(args, { SERVICE_CALLBACK_HMAC_SECRET: "", DATABASE_URL: "", ...env });
 }
 
 /** Asserts a refusal: exit 1 and exactly one `error: ...` line on stderr matching `re`. */
