@@ -124,8 +124,8 @@ export function fireTimesBetween(
 
 /**
  * The latest fire times in (`afterExclusive`, `untilInclusive`], ascending, at most `max` of them
- * (the newest ones). Cheap when nothing is due: one forward step decides that. Throws like
- * {@link validateSchedule}.
+ * (the newest ones). Costs as many steps as there are fire times in the window, `max` at most, so
+ * the leader's per-tick evaluation stays cheap. Throws like {@link validateSchedule}.
  */
 export function latestFireTimes(
   expr: string,
@@ -135,10 +135,11 @@ export function latestFireTimes(
   max: number,
 ): Date[] {
   const cron = compileWindow(expr, timezone, afterExclusive, untilInclusive, max);
-  const first = cron.nextRun(afterExclusive);
-  if (max === 0 || first === null || first.getTime() > untilInclusive.getTime()) return [];
-  // croner's previousRuns excludes its reference instant; fire times are whole seconds, so 1 ms
-  // past `untilInclusive` includes a fire exactly at it.
+  const times = fireTimesBetween(expr, timezone, afterExclusive, untilInclusive, max + 1);
+  if (times.length <= max) return times;
+  // More than `max` are due (a long downtime): walk back from the end instead. croner's
+  // previousRuns excludes its reference instant; fire times are whole seconds, so 1 ms past
+  // `untilInclusive` includes a fire exactly at it.
   return cron.previousRuns(max, new Date(untilInclusive.getTime() + 1))
     .filter((d) => d.getTime() > afterExclusive.getTime())
     .reverse();

@@ -3,6 +3,7 @@
  * the SQL, LISTEN, the leader lock and close. Two drivers: postgres.js over a pool (the default, here)
  * and PGlite in-process with its one session (`pglite_driver.ts`, the embedded mode of `svc dev`).
  */
+import postgres from "postgres";
 import { type Db, fromPostgres, type Sql } from "./connection.ts";
 
 /** The leader's lock: held by at most one process per database and schema. */
@@ -62,16 +63,29 @@ export function postgresDriver(sql: Sql, opts: { owned?: boolean } = {}): Driver
 }
 
 /**
- * A session-level advisory lock on a connection reserved for it. The lock goes with that connection,
- * so `check` verifies that the backend we talk to is still the one that took it.
+ * A session-level advisory lock on a connection of its own. The lock goes with that connection, so
+ * `check` verifies that the backend we talk to is still the one that took it.
+ *
+ * The connection is a one-connection postgres.js instance with the pool's options, not
+ * `sql.reserve()`: a query on a reserved connection whose socket has closed throws from a
+ * setImmediate and takes the whole process down (porsager/postgres#1208), which is what a database
+ * restart did to every worker. This instance reconnects instead, and the pid check notices the new
+ * session (the lock went with the old one).
  */
 function advisoryLeaderLock(sql: Sql, key: number): LeaderLock {
-  let conn: Awaited<ReturnType<Sql["reserve"]>> | null = null;
+  let conn: Sql | null = null;
   let backendPid: number | null = null;
+  const open = (): Sql =>
+    conn ??= postgres({
+      ...sql.options,
+      max: 1,
+      idle_timeout: null,
+      max_lifetime: null,
+      shared: { retries: 0, typeArrayMap: {} },
+    } as never);
   return {
     async tryAcquire() {
-      if (!conn) conn = await sql.reserve();
-      const [r] = await conn`select pg_try_advisory_lock(${key}::bigint) as ok, pg_backend_pid() as pid`;
+      const [r] = await open()`select pg_try_advisory_lock(${key}::bigint) as ok, pg_backend_pid() as pid`;
       backendPid = r.ok ? r.pid : null;
       return r.ok;
     },
@@ -85,9 +99,7 @@ function advisoryLeaderLock(sql: Sql, key: number): LeaderLock {
       backendPid = null;
     },
     drop() {
-      try {
-        conn?.release();
-      } catch { /* already gone */ }
+      conn?.end({ timeout: 0 }).catch(() => {});
       conn = null;
       backendPid = null;
     },

@@ -8,6 +8,7 @@ import { testClient, waitFor } from "../helpers/db.ts";
 import { closedPort } from "../helpers/http.ts";
 import { startWorker } from "../helpers/worker.ts";
 import { spawnFixture } from "../helpers/process.ts";
+import { getJson as get, waitStatus } from "../helpers/health.ts";
 
 const CHECKS = [
   "postgres_connected",
@@ -20,19 +21,6 @@ const CHECKS = [
   "shutting_down",
   "leader",
 ];
-
-async function get(url: string, method = "GET"): Promise<{ status: number; body: any; headers: Headers }> {
-  const res = await fetch(url, { method });
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : null, headers: res.headers };
-}
-
-/** Polls `url` until it answers `status`; returns that answer. */
-async function waitStatus(url: string, status: number, what: string, timeoutMs = 10_000) {
-  let last: Awaited<ReturnType<typeof get>> | undefined;
-  await waitFor(async () => (last = await get(url)).status === status, timeoutMs, what);
-  return last!;
-}
 
 Deno.test("parseHealthAddr: host:port, [ipv6]:port, :port; anything else names the fix", () => {
   assert.deepEqual(parseHealthAddr("127.0.0.1:9464"), { hostname: "127.0.0.1", port: 9464 });
