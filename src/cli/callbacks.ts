@@ -43,14 +43,14 @@ export function callbackAuth(secretHex: string | undefined, allowUnsigned: boole
 
 /** Refuses a database that cannot take callback writes (read-only by default, or a standby), then an old schema. */
 export async function assertWritable(client: Client): Promise<void> {
-  const [ro] = await client.sql.unsafe("show default_transaction_read_only");
+  const [ro] = await client.db.query("show default_transaction_read_only");
   if (String(ro.default_transaction_read_only).toLowerCase() === "on") {
     throw new CliError(
       "the database is read-only (default_transaction_read_only is on); callbacks must write: " +
         "point --database-url / DATABASE_URL at a writable primary",
     );
   }
-  const [rec] = await client.sql.unsafe("select pg_is_in_recovery() as standby");
+  const [rec] = await client.db.query("select pg_is_in_recovery() as standby");
   if (rec.standby) {
     throw new CliError(
       "the database is a standby (pg_is_in_recovery() is true); callbacks must write: " +
