@@ -183,6 +183,14 @@ export async function machineFacts(): Promise<Record<string, string>> {
   facts["memory"] = `${(mem.total / 2 ** 30).toFixed(1)} GiB`;
   facts["os"] = `${Deno.build.os} ${Deno.build.arch}, kernel ${Deno.osRelease()}`;
   facts["deno"] = `${Deno.version.deno} (V8 ${Deno.version.v8})`;
+  facts["load average at start (1/5/15 min)"] = await loadAverage();
+  const head = await cmd(["git", "rev-parse", "--short", "HEAD"]).catch(() => "unknown");
+  const dirty = await cmd(["git", "status", "--porcelain", "--", "mod.ts", "src", "migrations"])
+    .then((t) => t.split("\n").filter(Boolean).length).catch(() => 0);
+  facts["svc code"] = `commit ${head}` +
+    (dirty
+      ? ` plus ${dirty} uncommitted change(s) under mod.ts/src/migrations (the working tree is what ran)`
+      : "");
   facts["node on PATH"] = await cmd(["node", "--version"]).catch(() => "none");
   const sql = harnessSql(ADMIN_URL);
   try {
@@ -208,4 +216,10 @@ async function cmd(argv: string[]): Promise<string> {
     .output();
   if (!out.success) throw new Error(argv.join(" ") + " failed");
   return new TextDecoder().decode(out.stdout).trim();
+}
+
+/** /proc/loadavg's three averages: a busy shared machine shows here. */
+export async function loadAverage(): Promise<string> {
+  const t = await Deno.readTextFile("/proc/loadavg").catch(() => "");
+  return t.split(" ").slice(0, 3).join(" / ") || "unknown";
 }

@@ -19,6 +19,7 @@ import {
   dropDatabase,
   enableWalInspect,
   harnessSql,
+  loadAverage,
   lsnDiff,
   machineFacts,
   summarize,
@@ -122,6 +123,21 @@ async function child(name: string, run: number, outFile: string): Promise<void> 
     await save();
     return;
   }
+  // An error escaping a system's own background work must not kill the whole run unseen.
+  const onEscaped = (kind: string, reason: unknown) => {
+    const text = String((reason as Error)?.stack ?? reason).split("\n").slice(0, 2).join(" ");
+    const msg = `${kind} inside ${LABELS[name] ?? name}: ${text}`;
+    result.errors.push(msg);
+    console.error(`[run ${run}] ${msg}`);
+  };
+  globalThis.addEventListener("unhandledrejection", (ev) => {
+    ev.preventDefault();
+    onEscaped("unhandled rejection", ev.reason);
+  });
+  globalThis.addEventListener("error", (ev) => {
+    ev.preventDefault();
+    onEscaped("uncaught exception", ev.error);
+  });
   const t0 = performance.now();
   const log = (msg: string) =>
     console.log(
@@ -266,7 +282,24 @@ async function main(): Promise<void> {
   const results: ChildResult[] = [];
   const skipped: Record<string, string> = {};
   const failures: string[] = [];
+  // Quick mode keeps to its time budget on a busy machine: a run is started only if the previous
+  // one would still fit; the results then say how many runs there were and why.
+  const budget = Number(args.budget ?? (quick ? 110 : Infinity));
+  let runsDone = 0;
+  let lastRunSeconds = 0;
   for (let run = 1; run <= runs; run++) {
+    const runStart = performance.now();
+    const elapsedSoFar = (runStart - started) / 1000;
+    if (run > 1 && elapsedSoFar + lastRunSeconds > budget) {
+      const msg =
+        `time budget: stopped after ${runsDone} of ${runs} runs (${elapsedSoFar.toFixed(0)} s so far, ` +
+        `the last run took ${
+          lastRunSeconds.toFixed(0)
+        } s, budget ${budget} s; load average ${await loadAverage()})`;
+      failures.push(msg);
+      console.log(msg);
+      break;
+    }
     for (const sys of systems) {
       if (skipped[sys]) continue;
       const out = new URL(`result-${Deno.pid}-${sys}-${run}.json`, tmp);
@@ -308,9 +341,12 @@ async function main(): Promise<void> {
       for (const e of r!.errors) failures.push(`${LABELS[sys]} run ${run}: ${e}`);
       results.push(r!);
     }
+    runsDone = run;
+    lastRunSeconds = (performance.now() - runStart) / 1000;
   }
   const elapsed = (performance.now() - started) / 1000;
-  const report = renderReport(results, systems, skipped, failures, facts, runs, elapsed);
+  facts["load average at end (1/5/15 min)"] = await loadAverage();
+  const report = renderReport(results, systems, skipped, failures, facts, runsDone, elapsed);
   console.log("\n" + report.table);
   const date = new Date().toISOString().slice(0, 10);
   const outPath = typeof args.out === "string"
@@ -505,7 +541,9 @@ function renderReport(
   const markdown = `# Benchmark: svc vs pg-boss vs graphile-worker (${quick ? "quick mode" : "full mode"})
 
 Produced by \`deno task bench${quick ? " --quick" : ""}\` on ${date} in ${elapsed.toFixed(0)} s.
-Every figure is the median of ${runs} runs with (min–max); ↑ higher is better, ↓ lower is better.
+Every figure is the median of ${runs} run${
+    runs === 1 ? "" : "s"
+  } with (min–max); ↑ higher is better, ↓ lower is better.
 Ratios are svc's median over the peer's median${quick ? "" : ""}. ${
     quick
       ? `**Quick mode: counts are cut**: sequential ${counts.seq}, batch ${counts.batch}, drain ${counts.drain}, ` +
