@@ -7,7 +7,7 @@
  *   wait for that transaction forever; it throws instead.
  * - LISTEN/NOTIFY is in-process: PGlite hands the session's notifications to its listeners.
  * - the leader lock is this process's: nothing else can open the data directory (`openPglite` takes
- *   a lock file), so this process is the leader.
+ *   a lock file), so this process is the leader (the first of its workers that asks for the key).
  * Not for production or for several processes: see docs/adr/007-embedded-pglite.md.
  */
 import { PGlite, type Transaction } from "@electric-sql/pglite";
@@ -86,6 +86,7 @@ export function pgliteDriver(pg: PGlite, onClose: () => Promise<void> = () => pg
     });
   };
   let closed = false;
+  const leaders = new Map<number, object>();
   return {
     name: "pglite",
     db: {
@@ -106,12 +107,20 @@ export function pgliteDriver(pg: PGlite, onClose: () => Promise<void> = () => pg
       const unlisten = await pg.listen(channel, fn);
       return () => unlisten();
     },
-    leaderLock: () => ({
-      tryAcquire: () => Promise.resolve(!closed),
-      check: () => Promise.resolve(!closed),
-      release: async () => {},
-      drop: () => {},
-    }),
+    leaderLock: (key) => {
+      // One process, so it leads; among workers sharing this driver, the first to ask holds the key.
+      const me = {};
+      const free = () => {
+        if (leaders.get(key) === me) leaders.delete(key);
+      };
+      return {
+        tryAcquire: () =>
+          Promise.resolve(!closed && (leaders.get(key) ?? leaders.set(key, me).get(key)) === me),
+        check: () => Promise.resolve(!closed && leaders.get(key) === me),
+        release: () => Promise.resolve(free()),
+        drop: free,
+      };
+    },
     async close() {
       if (closed) return;
       closed = true;
