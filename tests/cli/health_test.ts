@@ -68,7 +68,9 @@ Deno.test("svc health: an unmigrated schema exits 1 with the reason naming `svc 
   // An older schema is not ready either.
   const { client, drop } = await testClient({ schema });
   try {
-    await client.sql.unsafe(`delete from "${schema}".schema_migrations where version = ${EXPECTED_SCHEMA_VERSION}`);
+    await client.sql.unsafe(
+      `delete from "${schema}".schema_migrations where version = ${EXPECTED_SCHEMA_VERSION}`,
+    );
     const old = await svcIn(schema, ["health", "--json"]);
     assert.equal(old.code, 1);
     assert.equal(JSON.parse(old.stdout).schema_version, EXPECTED_SCHEMA_VERSION - 1);

@@ -16,7 +16,10 @@ Deno.test("two worker processes, per-second cron for 10 s, leader killed mid-way
     ELECTION_MS: String(ELECTION_MS),
     CRON: JSON.stringify({ tick: { schedule: "* * * * * *", kind: "tick", queue: "cron_q" } }),
   };
-  const procs: Proc[] = [spawnFixture("ops_worker.ts", schema, env), spawnFixture("ops_worker.ts", schema, env)];
+  const procs: Proc[] = [
+    spawnFixture("ops_worker.ts", schema, env),
+    spawnFixture("ops_worker.ts", schema, env),
+  ];
   const fires = async () =>
     (await client.sql.unsafe(
       `select metadata->>'cron_fire_at' as fire, created_at from "${schema}".jobs
@@ -63,10 +66,16 @@ Deno.test("two worker processes, per-second cron for 10 s, leader killed mid-way
     // The hand-over was shorter than the on-time window (5 s), so not a second was skipped either.
     const times = [...distinct].map((f) => new Date(f).getTime()).sort((a, b) => a - b);
     for (let i = 1; i < times.length; i++) {
-      assert.equal(times[i] - times[i - 1], 1_000, `gap between ${new Date(times[i - 1]).toISOString()} and the next`);
+      assert.equal(
+        times[i] - times[i - 1],
+        1_000,
+        `gap between ${new Date(times[i - 1]).toISOString()} and the next`,
+      );
     }
     assert.ok(times.length >= 9, `about ten fires in 10 s, got ${times.length}`);
-    console.log(`cron failover: ${times.length} fires, new leader after ${tookOverMs} ms, firing resumed after ${resumedMs} ms`);
+    console.log(
+      `cron failover: ${times.length} fires, new leader after ${tookOverMs} ms, firing resumed after ${resumedMs} ms`,
+    );
   } finally {
     await Promise.all(procs.map((p) => p.kill()));
     await drop();

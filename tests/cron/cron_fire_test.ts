@@ -28,7 +28,8 @@ async function cronJobs(client: Client, name?: string): Promise<{ id: number; fi
   return rows.map((r) => ({ id: Number(r.id), fire: r.fire, runAt: r.run_at }));
 }
 
-const evaluate = (client: Client) => evaluateCron(fromPostgres(client.sql), client.names, TOLERANCE, silentLogger);
+const evaluate = (client: Client) =>
+  evaluateCron(fromPostgres(client.sql), client.names, TOLERANCE, silentLogger);
 
 Deno.test("latestFireTimes: the newest fire times in (after, until], until inclusive, DST-aware", () => {
   assert.deepEqual(
@@ -36,15 +37,31 @@ Deno.test("latestFireTimes: the newest fire times in (after, until], until inclu
     ["2024-01-01T00:00:03.000Z", "2024-01-01T00:00:04.000Z", "2024-01-01T00:00:05.000Z"],
   );
   assert.deepEqual(
-    isos(latestFireTimes("* * * * * *", "UTC", at("2024-01-01T00:00:03Z"), at("2024-01-01T00:00:05.400Z"), 10)),
+    isos(
+      latestFireTimes("* * * * * *", "UTC", at("2024-01-01T00:00:03Z"), at("2024-01-01T00:00:05.400Z"), 10),
+    ),
     ["2024-01-01T00:00:04.000Z", "2024-01-01T00:00:05.000Z"],
     "after is exclusive",
   );
-  assert.deepEqual(latestFireTimes("0 3 * * *", "UTC", at("2024-01-01T03:00:00Z"), at("2024-01-02T02:59:59Z"), 5), []);
-  assert.deepEqual(latestFireTimes("0 0 30 2 *", "UTC", at("2024-01-01T00:00:00Z"), at("2030-01-01T00:00:00Z"), 5), []);
+  assert.deepEqual(
+    latestFireTimes("0 3 * * *", "UTC", at("2024-01-01T03:00:00Z"), at("2024-01-02T02:59:59Z"), 5),
+    [],
+  );
+  assert.deepEqual(
+    latestFireTimes("0 0 30 2 *", "UTC", at("2024-01-01T00:00:00Z"), at("2030-01-01T00:00:00Z"), 5),
+    [],
+  );
   // 02:30 Europe/Berlin does not exist on 2024-03-31: it runs right after the gap (03:00 CEST = 01:00Z).
   assert.deepEqual(
-    isos(latestFireTimes("30 2 * * *", "Europe/Berlin", at("2024-03-29T12:00:00Z"), at("2024-04-01T12:00:00Z"), 10)),
+    isos(
+      latestFireTimes(
+        "30 2 * * *",
+        "Europe/Berlin",
+        at("2024-03-29T12:00:00Z"),
+        at("2024-04-01T12:00:00Z"),
+        10,
+      ),
+    ),
     ["2024-03-30T01:30:00.000Z", "2024-03-31T01:00:00.000Z", "2024-04-01T00:30:00.000Z"],
   );
 });
@@ -54,7 +71,11 @@ Deno.test("planFires: on-time fires all kept; missed ones coalesced into the new
   const s = { schedule: "* * * * * *", timezone: "UTC", catchUp: 0 };
   // Three fires in the on-time window (tick jitter, a quick hand-over): all enqueued.
   let p = planFires({ ...s, after: at("2024-01-01T11:59:57Z") }, now, TOLERANCE)!;
-  assert.deepEqual(isos(p.fires), ["2024-01-01T11:59:58.000Z", "2024-01-01T11:59:59.000Z", "2024-01-01T12:00:00.000Z"]);
+  assert.deepEqual(isos(p.fires), [
+    "2024-01-01T11:59:58.000Z",
+    "2024-01-01T11:59:59.000Z",
+    "2024-01-01T12:00:00.000Z",
+  ]);
   assert.equal(p.late, false);
   assert.equal(p.newest.toISOString(), "2024-01-01T12:00:00.000Z");
   // Nothing due.
@@ -68,14 +89,21 @@ Deno.test("planFires: on-time fires all kept; missed ones coalesced into the new
   assert.deepEqual(isos(p.fires), ["2024-01-01T12:00:00.000Z"], "coalesced into the newest missed fire");
   assert.equal(p.late, true);
   p = planFires({ ...hourly, catchUp: 3, after }, at("2024-01-01T12:20:00Z"), TOLERANCE)!;
-  assert.deepEqual(isos(p.fires), ["2024-01-01T10:00:00.000Z", "2024-01-01T11:00:00.000Z", "2024-01-01T12:00:00.000Z"]);
+  assert.deepEqual(isos(p.fires), [
+    "2024-01-01T10:00:00.000Z",
+    "2024-01-01T11:00:00.000Z",
+    "2024-01-01T12:00:00.000Z",
+  ]);
   p = planFires({ ...hourly, catchUp: 1000, after }, at("2024-01-01T12:20:00Z"), TOLERANCE)!;
   assert.equal(p.fires.length, 10, "catchUp never goes before the last fire");
 });
 
 Deno.test("cron definitions are validated before anything connects", () => {
   const bad: [unknown, RegExp][] = [
-    [{ x: { schedule: "0 3 * *", kind: "k" } }, /cron\.x: invalid cron schedule "0 3 \* \*": it has 4 fields/],
+    [
+      { x: { schedule: "0 3 * *", kind: "k" } },
+      /cron\.x: invalid cron schedule "0 3 \* \*": it has 4 fields/,
+    ],
     [{ x: { schedule: "* * * * * * *", kind: "k" } }, /it has 7 fields/],
     [{ x: { schedule: "0 3 * * *", kind: "k", timezone: "Mars/Base" } }, /unknown time zone "Mars\/Base"/],
     [{ x: { schedule: "0 3 * * *", kind: "" } }, /kind must be a non-empty string/],
@@ -86,7 +114,12 @@ Deno.test("cron definitions are validated before anything connects", () => {
   for (const [cron, re] of bad) {
     assert.throws(() => normalizeCronMap(cron as never), re);
     assert.throws(
-      () => createWorker({ databaseUrl: "postgres://127.0.0.1:1/x", queues: { default: {} }, cron: cron as never }),
+      () =>
+        createWorker({
+          databaseUrl: "postgres://127.0.0.1:1/x",
+          queues: { default: {} },
+          cron: cron as never,
+        }),
       (e: unknown) => e instanceof ValidationError && re.test((e as Error).message),
     );
   }
@@ -100,7 +133,9 @@ Deno.test("five leaders evaluating at once enqueue each fire time once (compare-
   const { client, schema, drop } = await testClient({ maxConnections: 6 });
   try {
     await client.addCron("every_second", { schedule: "* * * * * *", kind: "tick" });
-    await client.sql.unsafe(`update "${schema}".cron_schedules set evaluate_from = now() - interval '4 seconds'`);
+    await client.sql.unsafe(
+      `update "${schema}".cron_schedules set evaluate_from = now() - interval '4 seconds'`,
+    );
     const counts = await Promise.all([1, 2, 3, 4, 5].map(() => evaluate(client)));
     assert.equal(counts.filter((n) => n > 0).length, 1, `one evaluation won: ${counts}`);
     const jobs = await cronJobs(client);
@@ -113,7 +148,9 @@ Deno.test("five leaders evaluating at once enqueue each fire time once (compare-
     assert.equal(c.lastFireAt?.toISOString(), jobs[jobs.length - 1].fire);
 
     // A leader holding a stale read (the cursor it saw has moved on) inserts nothing.
-    const stale = await fireCron(fromPostgres(client.sql), client.names, "every_second", null, new Date(), [new Date()]);
+    const stale = await fireCron(fromPostgres(client.sql), client.names, "every_second", null, new Date(), [
+      new Date(),
+    ]);
     assert.deepEqual(stale, []);
     assert.equal((await cronJobs(client)).length, jobs.length);
   } finally {
@@ -124,10 +161,17 @@ Deno.test("five leaders evaluating at once enqueue each fire time once (compare-
 Deno.test("missed fires are coalesced into one run by default; catchUp enqueues up to N", async () => {
   const { client, schema, drop } = await testClient();
   try {
-    await client.addCron("daily", { schedule: "0 0 * * *", kind: "report", args: { full: true }, queue: "reports" });
+    await client.addCron("daily", {
+      schedule: "0 0 * * *",
+      kind: "report",
+      args: { full: true },
+      queue: "reports",
+    });
     await client.addCron("daily_catch_up", { schedule: "0 0 * * *", kind: "report", catchUp: 3 });
     // The whole fleet was down for ten days.
-    await client.sql.unsafe(`update "${schema}".cron_schedules set evaluate_from = now() - interval '10 days'`);
+    await client.sql.unsafe(
+      `update "${schema}".cron_schedules set evaluate_from = now() - interval '10 days'`,
+    );
     await evaluate(client);
     const today = new Date();
     today.setUTCHours(0, 0, 0, 0);
@@ -150,7 +194,9 @@ Deno.test("a 5-field schedule fires on the minute; a time zone moves the fire ti
   const { client, schema, drop } = await testClient();
   try {
     await client.addCron("minutely", { schedule: "* * * * *", kind: "m" });
-    await client.sql.unsafe(`update "${schema}".cron_schedules set evaluate_from = now() - interval '150 seconds'`);
+    await client.sql.unsafe(
+      `update "${schema}".cron_schedules set evaluate_from = now() - interval '150 seconds'`,
+    );
     await evaluate(client);
     const [job] = await cronJobs(client, "minutely");
     const minute = new Date();
@@ -162,7 +208,11 @@ Deno.test("a 5-field schedule fires on the minute; a time zone moves the fire ti
 
     const tokyo = await client.addCron("tokyo", { schedule: "0 9 * * *", kind: "t", timezone: "Asia/Tokyo" });
     assert.equal(tokyo.nextFireAt?.getUTCHours(), 0, "09:00 in Tokyo is 00:00Z");
-    const ny = await client.addCron("ny", { schedule: "30 0 9 * * *", kind: "t", timezone: "America/New_York" });
+    const ny = await client.addCron("ny", {
+      schedule: "30 0 9 * * *",
+      kind: "t",
+      timezone: "America/New_York",
+    });
     assert.equal(ny.nextFireAt?.getUTCSeconds(), 30);
     assert.ok([13, 14].includes(ny.nextFireAt!.getUTCHours()), "09:00 in New York is 13:00Z or 14:00Z");
   } finally {
@@ -177,7 +227,9 @@ Deno.test("paused schedules do not fire; resume skips the fires that passed whil
     const paused = await client.pauseCron("p");
     assert.equal(paused.paused, true);
     assert.equal(paused.nextFireAt, null);
-    await client.sql.unsafe(`update "${schema}".cron_schedules set evaluate_from = now() - interval '1 hour'`);
+    await client.sql.unsafe(
+      `update "${schema}".cron_schedules set evaluate_from = now() - interval '1 hour'`,
+    );
     assert.equal(await evaluate(client), 0);
     const resumed = await client.resumeCron("p");
     assert.equal(resumed.paused, false);
@@ -198,15 +250,30 @@ Deno.test("sync upserts a deployment's schedules and never deletes or un-pauses 
   const { client, schema, drop } = await testClient();
   try {
     const db = fromPostgres(client.sql);
-    await upsertCron(db, client.names, normalizeCronMap({ a: { schedule: "0 1 * * *", kind: "a" } }), "deploy-1");
-    await upsertCron(db, client.names, normalizeCronMap({ b: { schedule: "0 2 * * *", kind: "b" } }), "deploy-2");
+    await upsertCron(
+      db,
+      client.names,
+      normalizeCronMap({ a: { schedule: "0 1 * * *", kind: "a" } }),
+      "deploy-1",
+    );
+    await upsertCron(
+      db,
+      client.names,
+      normalizeCronMap({ b: { schedule: "0 2 * * *", kind: "b" } }),
+      "deploy-2",
+    );
     await client.pauseCron("a");
     await client.sql.unsafe(
       `update "${schema}".cron_schedules set last_fire_at = date_trunc('second', now()) - interval '1 hour' where name = 'a'`,
     );
     const before = (await client.getCron("a"))!;
     // deploy-1 restarts with a changed schedule for `a`; it does not know `b`.
-    await upsertCron(db, client.names, normalizeCronMap({ a: { schedule: "0 5 * * *", kind: "a2", queue: "q" } }), "deploy-1");
+    await upsertCron(
+      db,
+      client.names,
+      normalizeCronMap({ a: { schedule: "0 5 * * *", kind: "a2", queue: "q" } }),
+      "deploy-1",
+    );
     const all = await client.listCron();
     assert.deepEqual(all.map((c) => c.name), ["a", "b"], "b kept");
     const a = all[0];
@@ -248,7 +315,13 @@ Deno.test("a worker's cron option is synced at start and its leader enqueues the
 Deno.test("trigger enqueues now without moving the schedule; unknown names are CronNotFoundError", async () => {
   const { client, drop } = await testClient();
   try {
-    await client.addCron("t", { schedule: "0 3 * * *", kind: "report", args: { a: 1 }, priority: 1, tags: ["x"] });
+    await client.addCron("t", {
+      schedule: "0 3 * * *",
+      kind: "report",
+      args: { a: 1 },
+      priority: 1,
+      tags: ["x"],
+    });
     const job = await client.triggerCron("t");
     assert.equal(job.kind, "report");
     assert.equal(job.priority, 1);

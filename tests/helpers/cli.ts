@@ -25,7 +25,12 @@ export async function svc(args: string[], env: Record<string, string> = {}): Pro
     stderr: "piped",
   }).output();
   const dec = new TextDecoder();
-  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr), ms: performance.now() - t0 };
+  return {
+    code: out.code,
+    stdout: dec.decode(out.stdout),
+    stderr: dec.decode(out.stderr),
+    ms: performance.now() - t0,
+  };
 }
 
 /** `svc --schema <schema> <args>`. */

@@ -20,7 +20,11 @@ export interface PgCluster {
 }
 
 async function asPostgres(args: string[]): Promise<string> {
-  const out = await new Deno.Command("runuser", { args: ["-u", "postgres", "--", ...args], stdout: "piped", stderr: "piped" })
+  const out = await new Deno.Command("runuser", {
+    args: ["-u", "postgres", "--", ...args],
+    stdout: "piped",
+    stderr: "piped",
+  })
     .output();
   const text = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
   if (!out.success) throw new Error(`${args.join(" ")} failed: ${text}`);
@@ -33,7 +37,18 @@ export async function startCluster(): Promise<PgCluster> {
   await new Deno.Command("chown", { args: ["postgres:postgres", dir] }).output();
   const data = `${dir}/data`;
   try {
-    await asPostgres([`${BIN}/initdb`, "-D", data, "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8"]);
+    await asPostgres([
+      `${BIN}/initdb`,
+      "-D",
+      data,
+      "-U",
+      "postgres",
+      "-A",
+      "trust",
+      "--no-sync",
+      "-E",
+      "UTF8",
+    ]);
   } catch (e) {
     await Deno.remove(dir, { recursive: true });
     throw e;
@@ -49,7 +64,19 @@ export async function startCluster(): Promise<PgCluster> {
   ].join(" ");
   let running = false;
   const start = async () => {
-    await asPostgres([`${BIN}/pg_ctl`, "-D", data, "-o", opts, "-l", `${dir}/log`, "-w", "-t", "30", "start"]);
+    await asPostgres([
+      `${BIN}/pg_ctl`,
+      "-D",
+      data,
+      "-o",
+      opts,
+      "-l",
+      `${dir}/log`,
+      "-w",
+      "-t",
+      "30",
+      "start",
+    ]);
     running = true;
   };
   const stop = async () => {

@@ -94,7 +94,9 @@ Deno.test("/readyz 200 with every check, 503 naming schema_compatible when the s
     assert.equal(ready.headers.get("cache-control"), "no-store");
 
     // A restore from an older backup: the schema is now older than the binary expects.
-    await client.sql.unsafe(`delete from "${schema}".schema_migrations where version = ${EXPECTED_SCHEMA_VERSION}`);
+    await client.sql.unsafe(
+      `delete from "${schema}".schema_migrations where version = ${EXPECTED_SCHEMA_VERSION}`,
+    );
     const old = await get(`${base}/readyz`);
     assert.equal(old.status, 503);
     assert.equal(old.body.ready, false);
