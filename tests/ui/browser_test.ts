@@ -36,6 +36,16 @@ async function launch(): Promise<Browser> {
   });
 }
 
+/** Waits until `selector` matches exactly `n` elements (polling from here: the page's CSP forbids eval). */
+async function waitCount(page: Page, selector: string, n: number, timeoutMs = 10_000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  let count = -1;
+  while ((count = await page.locator(selector).count()) !== n) {
+    if (Date.now() > until) throw new Error(`${selector}: ${count} elements, expected ${n}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 async function shot(page: Page, name: string): Promise<void> {
   await Deno.mkdir(SHOTS, { recursive: true });
   await page.screenshot({ path: new URL(`${name}.png`, SHOTS).pathname, fullPage: true });
@@ -128,7 +138,7 @@ Deno.test({
       await page.getByTestId("filter-state").selectOption("failed");
       await page.waitForURL(/state=failed/);
       await page.locator(`[data-testid=job-row-${failedId}]`).waitFor();
-      await page.waitForFunction(`document.querySelectorAll("[data-testid^=job-row-]").length === 1`);
+      await waitCount(page, "[data-testid^=job-row-]", 1);
       assert.equal(
         await page.locator(`[data-testid=job-row-${failedId}]`).getAttribute("data-state"),
         "failed",
@@ -140,7 +150,7 @@ Deno.test({
       await page.getByTestId("search-input").fill("dog.png");
       await page.getByTestId("filters-apply").click();
       await page.waitForURL(/q=dog/);
-      await page.waitForFunction(`document.querySelectorAll("[data-testid^=job-row-]").length === 1`);
+      await waitCount(page, "[data-testid^=job-row-]", 1);
 
       // Open the failed job: its errors are shown; retry it.
       await page.goto(base + "/jobs?state=failed");
