@@ -1,17 +1,7 @@
 /** `svc queue list|pause|resume`. */
 import { Command } from "commander";
-import type { QueueInfo } from "../types.ts";
+import { queueToJson } from "../http/admin_api/queues.ts";
 import { printJson, printTable, withClient, withDb } from "./common.ts";
-
-/** A queue as snake_case JSON (the admin API's Queue object). */
-export function queueToJson(q: QueueInfo): Record<string, unknown> {
-  return {
-    name: q.name,
-    paused: q.paused,
-    counts: q.counts,
-    oldest_available_age_seconds: q.oldestAvailableAgeSeconds,
-  };
-}
 
 function ageText(seconds: number | null): string {
   if (seconds === null) return "-";
