@@ -1,6 +1,5 @@
 /** Queues: list with counts by state, pause, resume. */
 import type { Client } from "../../client/client.ts";
-import { fromPostgres } from "../../db/connection.ts";
 import { queueStats } from "../../storage/canonical/stats.ts";
 import type { QueueInfo } from "../../types.ts";
 import { actionRoute, type Param, ref, route } from "./route.ts";
@@ -19,7 +18,7 @@ export function queueToJson(q: QueueInfo): Record<string, unknown> {
 const nameParam: Param = { name: "name", in: "path", description: "queue name", schema: queueNameSchema };
 
 async function oneQueue(client: Client, name: string): Promise<Record<string, unknown>> {
-  const q = (await queueStats(fromPostgres(client.sql), client.names)).find((x) => x.name === name);
+  const q = (await queueStats(client.db, client.names)).find((x) => x.name === name);
   return { queue: queueToJson(q!) };
 }
 
@@ -41,7 +40,7 @@ export const queueRoutes = [
     },
     errors: [],
     async handler({ client }) {
-      return { queues: (await queueStats(fromPostgres(client.sql), client.names)).map(queueToJson) };
+      return { queues: (await queueStats(client.db, client.names)).map(queueToJson) };
     },
   }),
   actionRoute({

@@ -177,8 +177,12 @@ function typeMatches(t: string, v: unknown): boolean {
       return Array.isArray(v);
     case "null":
       return v === null;
+    case "string":
+      return typeof v === "string";
+    case "boolean":
+      return typeof v === "boolean";
     default:
-      return typeof v === t;
+      return false;
   }
 }
 

@@ -36,10 +36,9 @@ export const statsRoutes = [
     },
     errors: [],
     async handler({ client }) {
-      const db = client.db;
       const [queues, points] = await Promise.all([
-        queueStats(db, client.names),
-        throughput(db, client.names, THROUGHPUT_MINUTES),
+        queueStats(client.db, client.names),
+        throughput(client.db, client.names, THROUGHPUT_MINUTES),
       ]);
       return {
         counts: sumCounts(queues),
