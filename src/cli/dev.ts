@@ -6,7 +6,7 @@
  */
 import { Command } from "commander";
 import { startDev } from "../dev/dev.ts";
-import { env, onShutdownSignal } from "../runtime/runtime.ts";
+import { env, eprintln, exit, onShutdownSignal } from "../runtime/runtime.ts";
 import { intArg, toCliError, UsageError, withDb } from "./common.ts";
 
 /** A database URL without its password, for printing. */
@@ -64,14 +64,27 @@ export function devCommand(): Command {
         console.log(`svc dev: PostgreSQL at ${shownUrl(databaseUrl!)}, schema ${dev.client.schema}`);
       }
       console.log(`svc dev: open ${dev.url} (UI; API under ${dev.url}api; Ctrl-C stops)`);
+      // Ctrl-C under `deno task` delivers SIGINT twice (the terminal's and the one deno task forwards):
+      // repeats within a second are the same Ctrl-C; a later one stops at once.
+      let first = 0;
+      let off = () => {};
       await new Promise<void>((resolve) => {
-        const off = onShutdownSignal(() => {
-          off();
-          resolve();
+        off = onShutdownSignal(() => {
+          if (!first) {
+            first = Date.now();
+            resolve();
+          } else if (Date.now() - first > 1000) {
+            eprintln("svc dev: stopped at once (a second Ctrl-C)");
+            exit(130);
+          }
         });
       });
-      console.log("svc dev: stopping");
-      await dev.stop();
+      console.log("svc dev: stopping (Ctrl-C again to stop at once)");
+      try {
+        await dev.stop();
+      } finally {
+        off();
+      }
       console.log("svc dev: stopped");
     });
 }
