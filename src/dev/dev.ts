@@ -59,6 +59,23 @@ export async function startDev(o: DevOptions = {}): Promise<Dev> {
     }
   };
   try {
+    // The port first, so that a port in use fails at once; requests wait for the rest.
+    let server: HttpServer;
+    const host = o.host ?? "127.0.0.1";
+    let handler = (_: Request): Promise<Response> =>
+      Promise.resolve(
+        new Response("svc dev is starting\n", { status: 503, headers: { "retry-after": "1" } }),
+      );
+    try {
+      server = serveHttp({ hostname: host, port: o.port ?? 3000 }, (req) => handler(req));
+    } catch (e) {
+      throw new Error(
+        `cannot listen on ${host}:${o.port ?? 3000} (${(e as Error).message}); choose another --port`,
+      );
+    }
+    undo.push(() => server.close());
+    const base = `http://${host.includes(":") ? `[${host}]` : host}:${server.addr.port}`;
+
     let driver: Driver | undefined;
     let existed = false;
     if (!o.databaseUrl) {
@@ -85,22 +102,10 @@ export async function startDev(o: DevOptions = {}): Promise<Dev> {
     if (m.applied.length) log(`svc dev: schema ${client.schema} migrated to version ${m.to}`);
 
     const secret = crypto.getRandomValues(new Uint8Array(32));
-    const app = createAdminServer(client, {
+    handler = createAdminServer(client, {
       callbackAuth: { kind: "signed", secret },
       logger: { info: () => {}, error: (line: string) => log(line) },
-    });
-    let server: HttpServer;
-    const host = o.host ?? "127.0.0.1";
-    try {
-      server = serveHttp({ hostname: host, port: o.port ?? 3000 }, app.fetch);
-    } catch (e) {
-      throw new Error(
-        `cannot listen on ${host}:${o.port ?? 3000} (${(e as Error).message}); choose another --port`,
-      );
-    }
-    undo.push(() => server.close());
-    const base = `http://${host.includes(":") ? `[${host}]` : host}:${server.addr.port}`;
-
+    }).fetch;
     const fn = exampleFunction(log);
     const fnServer = serveHttp({ hostname: "127.0.0.1", port: 0 }, fn.fetch);
     undo.push(() => fnServer.close());
