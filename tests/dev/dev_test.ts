@@ -110,6 +110,21 @@ Deno.test("svc dev, embedded: examples complete (one through the HTTP callback),
         assert.equal(job.state, "completed");
         assert.deepEqual(job.result, earlier.http.result);
         assert.equal(job.created_at, earlier.http.created_at);
+        for (
+          const path of ["/stats", "/queues", "/kinds", "/cron", "/runtimes", "/storage", "/capabilities"]
+        ) {
+          await api(url, path);
+        }
+        const post = async (path: string) => {
+          const res = await fetch(`${url}api${path}`, { method: "POST" });
+          const text = await res.text();
+          assert.equal(res.status, 200, `${path}: ${text}`);
+          return JSON.parse(text);
+        };
+        assert.equal((await post(`/jobs/${earlier.reject.id}/retry`)).job.state, "available");
+        assert.equal((await post("/queues/dev/pause")).queue.paused, true);
+        assert.equal((await post("/queues/dev/resume")).queue.paused, false);
+        assert.equal((await post("/cron/dev.every_10s/trigger")).job.kind, "dev.cron_tick");
       } finally {
         await interrupt(proc).finally(() => proc.kill());
       }
@@ -133,6 +148,20 @@ Deno.test("svc dev, embedded: examples complete (one through the HTTP callback),
       }
     });
   } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("svc dev: a port in use fails at once, naming the fix", async () => {
+  const taken = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const dir = await Deno.makeTempDir({ prefix: "svc-dev-" });
+  try {
+    const r = await svc(["dev", "--port", String(taken.addr.port), "--data-dir", dir], EMBEDDED);
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /cannot listen on 127\.0\.0\.1:\d+ .*choose another --port/);
+    assert.ok(r.ms < 10_000, `${r.ms} ms`);
+  } finally {
+    taken.close();
     await Deno.remove(dir, { recursive: true });
   }
 });
