@@ -33,16 +33,22 @@ function callbackRoute(action: string, summary: string, body: Schema): ApiRoute 
     method: "POST",
     path: `/callbacks/:callback_id/${action}`,
     operationId: `callback${action[0].toUpperCase()}${action.slice(1)}`,
-    summary: `${summary} (X-Service-Signature required when the server has a secret; answers: 401 ` +
-      "missing_signature/invalid_signature, 400 invalid_callback_id/invalid_body, 413 payload_too_large, " +
-      "404 callback_not_found, 409 callback_not_pending)",
+    summary: `${summary} (header X-Service-Signature when the server has a secret)`,
     tag: "callbacks",
     mutates: true,
     passThrough: true,
     params: [idParam],
     body,
     response: success,
-    errors: ["not_found"],
+    errors: [
+      "missing_signature",
+      "invalid_signature",
+      "invalid_callback_id",
+      "payload_too_large",
+      "invalid_body",
+      "callback_not_found",
+      "callback_not_pending",
+    ],
     handler: ({ callbacks, req }) => callbacks.fetch(req),
   });
 }

@@ -57,7 +57,15 @@ export type ErrorCode =
   | "invalid_state"
   | "unique_conflict"
   | "read_only"
-  | "method_not_allowed";
+  | "method_not_allowed"
+  // the callback receiver's own (decisions.md "Callback receiver")
+  | "missing_signature"
+  | "invalid_signature"
+  | "invalid_callback_id"
+  | "payload_too_large"
+  | "invalid_body"
+  | "callback_not_found"
+  | "callback_not_pending";
 
 /** One admin API route. */
 export interface ApiRoute {

@@ -3,6 +3,7 @@
  * and published under `components.schemas` of `/api/openapi.json`.
  */
 import { JOB_STATES } from "../../types.ts";
+import { STATUS_BY_CODE } from "../errors.ts";
 import type { Schema } from "./route.ts";
 
 const time: Schema = { type: "string", format: "date-time" };
@@ -24,15 +25,8 @@ export const SCHEMAS: Record<string, Schema> = {
       error: { type: "string", description: "message for people" },
       code: {
         type: "string",
-        enum: [
-          "invalid_request",
-          "not_found",
-          "invalid_state",
-          "unique_conflict",
-          "read_only",
-          "method_not_allowed",
-          "internal",
-        ],
+        description: "stable machine-readable code",
+        enum: Object.keys(STATUS_BY_CODE),
       },
     },
   },
