@@ -145,6 +145,12 @@ export async function lsnDiff(sql: Sql, after: string, before: string): Promise<
  */
 export async function walBytesForDatabase(sql: Sql, before: string, after: string): Promise<number | null> {
   try {
+    // pg_walinspect reads flushed WAL only: wait (the WAL writer flushes every 200 ms) for `after`.
+    for (let i = 0; i < 50; i++) {
+      const [{ ok }] = await sql`select pg_current_wal_flush_lsn() >= ${after}::pg_lsn as ok`;
+      if (ok) break;
+      await sleep(50);
+    }
     const [{ oid }] =
       await sql`select oid::int8::text as oid from pg_database where datname = current_database()`;
     const pattern = `rel [0-9]+/${oid}/`;
