@@ -13,6 +13,7 @@
  * fresh database named bench_<system>_<phase>_<pid>, dropped afterwards.
  */
 import {
+  ADMIN_URL,
   createDatabase,
   currentLsn,
   deadTuples,
@@ -315,12 +316,13 @@ async function main(): Promise<void> {
       if (quick) childArgs.push("--quick");
       childArgs.push("--out", out.pathname);
       const tChild = performance.now();
-      const p = await new Deno.Command(Deno.execPath(), {
+      const proc = new Deno.Command(Deno.execPath(), {
         args: childArgs,
         cwd: repoRoot,
         stdout: "inherit",
         stderr: "inherit",
-      }).output();
+      }).spawn();
+      const p = await proc.status;
       let r: ChildResult | null = null;
       try {
         r = JSON.parse(await Deno.readTextFile(out));
@@ -328,6 +330,7 @@ async function main(): Promise<void> {
       } catch {
         failures.push(`${LABELS[sys]} run ${run}: child process exited with code ${p.code} and no result`);
         console.log(`[run ${run}] ${LABELS[sys]}: child exited with code ${p.code}, no result`);
+        await dropChildDatabases(proc.pid);
         continue;
       }
       console.log(
@@ -355,6 +358,18 @@ async function main(): Promise<void> {
   await Deno.mkdir(new URL("./results/", import.meta.url), { recursive: true });
   await Deno.writeTextFile(outPath, report.markdown);
   console.log(`\nwritten: ${outPath} (${elapsed.toFixed(0)} s)`);
+}
+
+/** Drops the databases a child that died left behind (their names end in its pid). */
+async function dropChildDatabases(pid: number): Promise<void> {
+  const sql = harnessSql(ADMIN_URL);
+  try {
+    const rows = await sql<{ datname: string }[]>`
+      select datname from pg_database where datname like 'bench%' and datname like ${"%\\_" + pid}`;
+    for (const { datname } of rows) await dropDatabase(datname);
+  } finally {
+    await sql.end({ timeout: 5 });
+  }
 }
 
 // ---------------------------------------------------------------- report
