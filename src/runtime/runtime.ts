@@ -3,6 +3,8 @@
  * Everything else in `src/` uses Web-standard APIs and npm packages only.
  */
 
+import { setImmediate } from "node:timers";
+
 // deno-lint-ignore no-explicit-any
 const D: any = (globalThis as any).Deno;
 
@@ -127,4 +129,12 @@ export async function removeDir(path: string): Promise<void> {
   await D.remove(path, { recursive: true }).catch((e: Error) => {
     if (e?.name !== "NotFound") throw e;
   });
+}
+
+/**
+ * Resolves after the current macrotask, so that everything already settled has run. `setImmediate`,
+ * not `setTimeout(0)`: timers are clamped to a millisecond or more, which costs a claim loop dearly.
+ */
+export function nextMacrotask(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
 }

@@ -6,6 +6,7 @@
 import type { Completion, StorageEngine } from "../storage/engine.ts";
 import type { Logger } from "../types.ts";
 import { sleep } from "./wakeup.ts";
+import { nextMacrotask } from "../runtime/runtime.ts";
 
 /** A completion waiting to be written. */
 export interface PendingCompletion {
@@ -16,7 +17,7 @@ export interface PendingCompletion {
 export class Completer {
   private buf: PendingCompletion[] = [];
   private flushing: Promise<void> | null = null;
-  private timer: ReturnType<typeof setTimeout> | null = null;
+  private scheduled = false;
 
   constructor(
     private readonly engine: StorageEngine,
@@ -56,11 +57,6 @@ export class Completer {
   /** Waits until everything queued is written. */
   async drain(): Promise<void> {
     for (;;) {
-      if (this.timer) {
-        clearTimeout(this.timer);
-        this.timer = null;
-        if (!this.flushing) this.flushing = this.flush();
-      }
       if (this.flushing) await this.flushing;
       else if (this.buf.length > 0) this.flushing = this.flush();
       else return;
@@ -68,11 +64,12 @@ export class Completer {
   }
 
   private schedule(): void {
-    if (this.timer || this.flushing) return;
-    this.timer = setTimeout(() => {
-      this.timer = null;
+    if (this.scheduled || this.flushing) return;
+    this.scheduled = true;
+    nextMacrotask().then(() => {
+      this.scheduled = false;
       if (!this.flushing && this.buf.length > 0) this.flushing = this.flush();
-    }, 0);
+    });
   }
 
   private async flush(): Promise<void> {

@@ -6,6 +6,7 @@ import type { StorageEngine } from "../storage/engine.ts";
 import type { Logger } from "../types.ts";
 import { execute, type ExecutorDeps, type InFlight } from "./executor.ts";
 import { sleep, Wakeup } from "./wakeup.ts";
+import { nextMacrotask } from "../runtime/runtime.ts";
 
 /** Per-queue settings. */
 export interface QueueConfig {
@@ -96,7 +97,7 @@ export class Dispatcher {
         // Some attempts are still finishing: let everything that completes in this macrotask free its
         // slot first, so one claim takes them all instead of one claim per freed slot.
         yielded = true;
-        await new Promise((r) => setTimeout(r, 0));
+        await nextMacrotask();
         continue;
       }
       yielded = false;
