@@ -239,6 +239,9 @@ begin
   else
     raise exception 'resolve_callback: unknown action %', p_action using errcode = '22023';
   end if;
-  perform pg_notify(current_schema() || '_callbacks', p_id::text);
+  -- Only an in-process handler waits on a callback; NOTIFY serializes commits, so skip it otherwise.
+  if v_cb.kind = 'in_process' then
+    perform pg_notify(current_schema() || '_callbacks', p_id::text);
+  end if;
   return query select 'ok'::text, v_job.id, v_state, null::timestamptz;
 end $$;
