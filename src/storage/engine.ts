@@ -109,6 +109,7 @@ export interface StorageEngine {
     limit: number,
     runtimeId: string,
     timeoutsMs: Record<string, number>,
+    callbackTimeoutsMs?: Record<string, number>,
   ): Promise<{ jobs: Job[]; completedIds: number[] }>;
   /** Completes attempts in one statement; returns the ids that were still theirs to complete. */
   complete(items: Completion[], deleteRows: boolean): Promise<number[]>;

@@ -38,6 +38,8 @@ export class Dispatcher {
     private readonly timeoutsMs: Record<string, number>,
     private readonly pollInterval: number,
     private readonly logger: Logger,
+    /** Kinds whose claim registers an HTTP callback, with its timeout. */
+    private readonly callbackTimeoutsMs: Record<string, number> = {},
   ) {
     this.maxWorkers = cfg.maxWorkers ?? 10;
     this.claimers = cfg.claimers ?? 1;
@@ -113,6 +115,7 @@ export class Dispatcher {
           free,
           this.runtimeId,
           this.timeoutsMs,
+          this.callbackTimeoutsMs,
         );
         completer.settle(completions, r.completedIds);
         claimed = r.jobs;

@@ -25,6 +25,8 @@ export interface KindRunner {
   timeout?: number;
   maxAttempts?: number;
   backoff: (attempt: number) => number;
+  /** Register an HTTP callback with this timeout (ms) in the claim statement itself (HTTP workers). */
+  callbackTimeout?: number;
 }
 
 /** Default backoff: 2^attempt seconds plus up to 25 % jitter, capped at 24 h. */

@@ -153,8 +153,10 @@ export function createHttpRunner(kind: string, config: HttpWorkerConfig, deps: H
   const logger = deps.logger;
 
   const run = async (job: Job, ctx: JobContext): Promise<unknown> => {
-    // Registered before the POST: a function that calls back at once finds its callback.
-    const callbackId = await deps.engine.registerCallback(job.id, job.lease, callbackTimeout, "http");
+    // Registered before the POST: a function that calls back at once finds its callback. The worker's
+    // claim statement registers it already (one commit fewer per job); register here otherwise.
+    const callbackId = job.callbackId ??
+      await deps.engine.registerCallback(job.id, job.lease, callbackTimeout, "http");
     if (!callbackId) {
       logger?.debug(`svc: job ${job.id} is no longer running this attempt; not calling its function`);
       return PARKED; // someone else changed the job (cancelled, rescued): write nothing
@@ -230,7 +232,7 @@ export function createHttpRunner(kind: string, config: HttpWorkerConfig, deps: H
     throw new TerminalError(what);
   };
 
-  return { run, maxAttempts: c.maxAttempts, backoff: c.backoff ?? defaultBackoff };
+  return { run, maxAttempts: c.maxAttempts, backoff: c.backoff ?? defaultBackoff, callbackTimeout };
 }
 
 /** The first 1 KiB of a response body as text (the rest is not read). */

@@ -151,6 +151,8 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
   }
   const timeoutsMs: Record<string, number> = {};
   for (const [kind, r] of runners) if (r.timeout) timeoutsMs[kind] = r.timeout;
+  const callbackTimeoutsMs: Record<string, number> = {};
+  for (const [kind, r] of runners) if (r.callbackTimeout) callbackTimeoutsMs[kind] = r.callbackTimeout;
 
   const inFlight = new Map<number, InFlight>();
   const waiters = new CallbackWaiters();
@@ -160,7 +162,7 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
   for (const [queue, cfg] of Object.entries(opts.queues)) {
     dispatchers.set(
       queue,
-      new Dispatcher(queue, cfg, engine, deps, inFlight, id, timeoutsMs, pollInterval, logger),
+      new Dispatcher(queue, cfg, engine, deps, inFlight, id, timeoutsMs, pollInterval, logger, callbackTimeoutsMs),
     );
   }
 

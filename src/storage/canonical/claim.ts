@@ -48,6 +48,7 @@ export async function completeAndClaimJobs(
   limit: number,
   runtimeId: string,
   timeoutsMs: Record<string, number>,
+  callbackTimeoutsMs: Record<string, number> = {},
 ): Promise<{ jobs: Job[]; completedIds: number[] }> {
   const done = deleteRows
     ? `delete from ${n.q}.jobs j using jsonb_to_recordset($5::text::jsonb) as u(id bigint, lease integer, result jsonb)
@@ -69,9 +70,22 @@ export async function completeAndClaimJobs(
        update ${n.q}.jobs j
           set state = 'running', attempt = j.attempt + 1, lease = j.lease + 1, attempted_at = now(),
               heartbeat_at = now(), attempted_by = $3,
-              deadline_at = now() + (($4::text::jsonb ->> j.kind)::bigint * interval '1 millisecond')
+              deadline_at = now() + (($4::text::jsonb ->> j.kind)::bigint * interval '1 millisecond'),
+              callback_id = case when $6::text::jsonb ? j.kind then gen_random_uuid() else j.callback_id end,
+              callback_timeout_at = case when $6::text::jsonb ? j.kind
+                then now() + (($6::text::jsonb ->> j.kind)::bigint * interval '1 millisecond')
+                else j.callback_timeout_at end
          from next where j.id = next.id
-       returning j.*)
+       returning j.*),
+     superseded as (
+       update ${n.q}.callbacks c set state = 'superseded', resolved_at = now()
+        where c.state = 'pending' and c.job_id in (select id from claimed where $6::text::jsonb ? kind)),
+     registered as (
+       insert into ${n.q}.callbacks (id, job_id, attempt, lease, kind, deadline_at)
+       select id_, job_id, attempt, lease, 'http', deadline
+         from (select callback_id as id_, id as job_id, attempt, lease, callback_timeout_at as deadline, kind
+                 from claimed) c
+        where $6::text::jsonb ? c.kind)
      select d.done_ids, c.* from (select array_agg(id) as done_ids from done) d left join claimed c on true`,
     [
       queue,
@@ -79,6 +93,7 @@ export async function completeAndClaimJobs(
       runtimeId,
       JSON.stringify(timeoutsMs),
       JSON.stringify(completions.map((c) => ({ id: c.id, lease: c.lease, result: c.result ?? null }))),
+      JSON.stringify(callbackTimeoutsMs),
     ],
   );
   const completedIds = ((rows[0]?.done_ids ?? []) as (number | string)[]).map(Number);

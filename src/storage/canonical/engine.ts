@@ -45,8 +45,11 @@ export class CanonicalEngine implements StorageEngine {
     limit: number,
     runtimeId: string,
     timeoutsMs: Record<string, number>,
+    callbackTimeoutsMs: Record<string, number> = {},
   ): Promise<{ jobs: Job[]; completedIds: number[] }> {
-    return completeAndClaimJobs(this.db, this.n, completions, deleteRows, queue, limit, runtimeId, timeoutsMs);
+    return completeAndClaimJobs(
+      this.db, this.n, completions, deleteRows, queue, limit, runtimeId, timeoutsMs, callbackTimeoutsMs,
+    );
   }
   complete(items: Completion[], deleteRows: boolean): Promise<number[]> {
     return completeJobs(this.db, this.n, items, deleteRows);
