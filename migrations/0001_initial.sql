@@ -90,16 +90,6 @@ create table storage_state (
 );
 insert into storage_state default values;
 
--- Wake the dispatchers of the queues that got available jobs (delivered at commit, deduplicated).
-create function notify_jobs_inserted() returns trigger language plpgsql set search_path from current as $$
-begin
-  perform pg_notify(current_schema() || '_jobs', q.queue)
-    from (select distinct queue from new_rows where state = 'available') q;
-  return null;
-end $$;
-create trigger jobs_notify_insert after insert on jobs
-  referencing new table as new_rows for each statement execute function notify_jobs_inserted();
-
 -- Default retry backoff: 2^attempt seconds plus up to 25 % jitter, capped at 24 h.
 create function backoff_delay(attempt integer) returns interval language sql volatile as $$
   select make_interval(secs => least(power(2, least(attempt, 30))::float8, 86400) * (1 + random() * 0.25))
@@ -151,6 +141,9 @@ begin
   if v_row.id is null then
     select * into v_row from jobs where unique_key = v_key
       and state in ('scheduled', 'available', 'running', 'waiting_external', 'retryable');
+  elsif v_row.state = 'available' then
+    -- Wakes the queue's idle workers at commit (NOTIFY is transactional and deduplicated).
+    perform pg_notify(current_schema() || '_jobs', v_queue);
   end if;
   return v_row;
 end $$;

@@ -399,3 +399,22 @@ Deno.test("worker refuses an outdated schema and runs on a newer one", async () 
     await drop();
   }
 });
+
+Deno.test("NOTIFY wakes an idle worker at once: client enqueue, transactional enqueue and the SQL function", async () => {
+  const { client, drop, schema } = await testClient();
+  const seen: number[] = [];
+  // A poll interval of a minute: only a notification can wake the claim loop within the test.
+  const { stop } = await startWorker(client, { pollInterval: 60_000, handlers: { k: (job) => { seen.push(job.id); } } });
+  try {
+    await new Promise((r) => setTimeout(r, 300)); // the first poll has gone by
+    const a = await client.enqueue("k", {});
+    await waitFor(() => seen.includes(a.id), 3000, "client enqueue woke the worker");
+    const b = await client.transaction((tx) => tx.enqueue("k", {}));
+    await waitFor(() => seen.includes(b.id), 3000, "transactional enqueue woke the worker");
+    const [row] = await client.sql.unsafe(`select id from "${schema}".enqueue('k', '{}', '{}')`);
+    await waitFor(() => seen.includes(Number(row.id)), 3000, "svc.enqueue woke the worker");
+  } finally {
+    await stop();
+    await drop();
+  }
+});

@@ -20,16 +20,21 @@ export async function enqueueJobs(db: Db, n: SchemaNames, jobs: NewJob[]): Promi
     metadata: j.metadata,
     unique_key: j.uniqueKey,
   }));
+  // NOTIFY the queues that got available jobs: delivered at commit (so a caller's transaction that
+  // rolls back wakes nobody), deduplicated per transaction.
   const rows = await db.query(
-    `insert into ${n.q}.jobs (kind, queue, args, state, priority, run_at, max_attempts, tags, metadata, unique_key)
+    `with ins as (
+     insert into ${n.q}.jobs (kind, queue, args, state, priority, run_at, max_attempts, tags, metadata, unique_key)
      select i.kind, i.queue, i.args,
             case when i.run_at > now() then 'scheduled' else 'available' end::${n.q}.job_state,
             i.priority, coalesce(i.run_at, now()), i.max_attempts, i.tags, i.metadata, i.unique_key
        from jsonb_to_recordset($1::text::jsonb) as i(kind text, queue text, args jsonb, priority smallint,
             run_at timestamptz, max_attempts integer, tags text[], metadata jsonb, unique_key text)
      on conflict (unique_key) where unique_key is not null and state in ${NON_TERMINAL} do nothing
-     returning *`,
-    [JSON.stringify(input)],
+     returning *),
+     woken as (select pg_notify($2, q.queue)::text from (select distinct queue from ins where state = 'available') q)
+     select ins.*, (select count(*) from woken) as woken from ins`,
+    [JSON.stringify(input), n.jobsChannel],
   );
   const inserted = rows.map(rowToJob).sort((a, b) => a.id - b.id);
   if (inserted.length === jobs.length) return inserted;
