@@ -128,8 +128,8 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
   } else {
     const url = opts.databaseUrl ?? env("DATABASE_URL");
     if (!url) throw new ValidationError("createWorker: no database URL: pass databaseUrl or set DATABASE_URL");
-    // +1: the leader's reserved connection comes on top of the shared pool.
-    const sql = connect(url, { max: maxConnections + 1, applicationName: "svc-worker" });
+    // The leader lock and LISTEN open their own connections on top of this pool (src/db/driver.ts).
+    const sql = connect(url, { max: maxConnections, applicationName: "svc-worker" });
     client = createClient({ driver: postgresDriver(sql, { owned: true }), schema: opts.schema, heartbeatInterval });
     ownsPool = true;
   }
