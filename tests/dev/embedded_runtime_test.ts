@@ -75,7 +75,7 @@ Deno.test("embedded PGlite: the runtime end to end", async (t) => {
     });
 
     await t.step(
-      "an insert wakes an idle worker through the trigger's NOTIFY (its poll is 30 s)",
+      "an insert wakes an idle worker through its NOTIFY (the worker's poll is 30 s)",
       async () => {
         await new Promise((r) => setTimeout(r, 200)); // b is idle in its poll wait
         const j = await client.enqueue("ok", { n: 4 }, { queue: "other" });
