@@ -23,11 +23,15 @@ export async function serveUntilSignal(
   }
   const { hostname, port: bound } = server.addr;
   announce({ hostname, port: bound, urlHost: hostname.includes(":") ? `[${hostname}]` : hostname });
+  // The handler stays until the server is closed: `deno task` forwards Ctrl-C, so the process often gets
+  // SIGINT twice at once, and a second one must not kill it half-way through the clean stop.
+  let off = () => {};
   await new Promise<void>((resolve) => {
-    const off = onShutdownSignal(() => {
-      off();
-      resolve();
-    });
+    off = onShutdownSignal(() => resolve());
   });
-  await server.close();
+  try {
+    await server.close();
+  } finally {
+    off();
+  }
 }

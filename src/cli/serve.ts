@@ -6,7 +6,8 @@ import { Command, InvalidArgumentError } from "commander";
 import { type Client, createClient } from "../client/client.ts";
 import { SchemaOutdatedError } from "../errors.ts";
 import { createAdminServer } from "../http/server.ts";
-import { env, eprintln, onShutdownSignal, serveHttp } from "../runtime/runtime.ts";
+import { env, eprintln } from "../runtime/runtime.ts";
+import { serveUntilSignal as listenUntilSignal } from "./listen.ts";
 import { callbackAuth } from "./callbacks.ts";
 import { CliError, databaseUrl, toCliError, UsageError, withDb } from "./common.ts";
 
@@ -137,15 +138,17 @@ async function serveUntilSignal(
     corsOrigins: o.corsOrigins,
     logger: { info: (line: string) => console.log(line), error: (line: string) => eprintln(line) },
   });
-  let server;
-  try {
-    server = serveHttp({ hostname: o.host, port: o.port }, app.fetch);
-  } catch (e) {
-    throw new CliError(
-      `cannot listen on ${o.host}:${o.port} (${(e as Error).message}); choose another --host / --port`,
-    );
-  }
-  const { hostname, port } = server.addr;
+  await listenUntilSignal(o.host, o.port, app.fetch, ({ hostname, port }) => {
+    announce(hostname, port, o);
+  });
+  console.log("svc serve: stopped");
+}
+
+function announce(
+  hostname: string,
+  port: number,
+  o: { readOnly: boolean; auth: ReturnType<typeof callbackAuth>; corsOrigins: string[] },
+): void {
   const wildcard = hostname === "0.0.0.0" || hostname === "::";
   const shown = wildcard ? "127.0.0.1" : hostname.includes(":") ? `[${hostname}]` : hostname;
   const notes = [
@@ -161,12 +164,4 @@ async function serveUntilSignal(
         "can reach /api/callbacks can complete jobs; keep it behind private networking or an authenticating proxy",
     );
   }
-  await new Promise<void>((resolve) => {
-    const off = onShutdownSignal(() => {
-      off();
-      resolve();
-    });
-  });
-  await server.close();
-  console.log("svc serve: stopped");
 }
