@@ -36,11 +36,19 @@ export async function snoozeJob(db: Db, n: SchemaNames, id: number, lease: numbe
   return rows.length > 0;
 }
 
-/** Parks the attempt unless its callback was already resolved (the resolver locks the job row too). */
+/**
+ * Parks the attempt unless its callback was already resolved (the resolver locks the job row too).
+ * Committed without waiting for the WAL flush: if PostgreSQL crashes before the flush, the park is lost
+ * and the attempt is `running` with no heartbeat, so the leader rescues and retries it, exactly as if
+ * the worker had died before parking. Any later synchronous commit (the callback's resolution) flushes
+ * the park first, so the two can never be seen out of order.
+ */
 export async function parkJob(db: Db, n: SchemaNames, id: number, lease: number, callbackId: string): Promise<boolean> {
   const rows = await db.query(
-    `update ${n.q}.jobs j set state = 'waiting_external', heartbeat_at = null, deadline_at = null
-      where j.id = $1 and j.lease = $2 and j.state = 'running' and j.callback_id = $3::uuid
+    `with async_commit as (select set_config('synchronous_commit', 'off', true) as v)
+     update ${n.q}.jobs j set state = 'waiting_external', heartbeat_at = null, deadline_at = null
+      where (select v from async_commit) = 'off'
+        and j.id = $1 and j.lease = $2 and j.state = 'running' and j.callback_id = $3::uuid
         and exists (select 1 from ${n.q}.callbacks c where c.id = $3::uuid and c.state = 'pending')
       returning j.id`,
     [id, lease, callbackId],
