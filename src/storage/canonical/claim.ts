@@ -7,6 +7,7 @@ import type { SchemaNames } from "../../db/names.ts";
 import type { Job } from "../../types.ts";
 import { rowToJob } from "../job_row.ts";
 import type { Completion } from "../engine.ts";
+import { completionsJson, completionSql } from "./complete.ts";
 
 export async function claimJobs(
   db: Db,
@@ -17,23 +18,44 @@ export async function claimJobs(
   timeoutsMs: Record<string, number>,
 ): Promise<Job[]> {
   const rows = await db.query(
-    `with next as (
+    `with ${nextCte(n)}
+     ${claimUpdate(n, "")}`,
+    [queue, limit, runtimeId, JSON.stringify(timeoutsMs)],
+  );
+  return inClaimOrder(rows.map(rowToJob));
+}
+
+/** The jobs to claim: `$1` queue, `$2` limit; none while the queue is paused. */
+function nextCte(n: SchemaNames): string {
+  return `next as (
        select id from ${n.q}.jobs
         where state = 'available' and queue = $1
           and not exists (select 1 from ${n.q}.queues q where q.name = $1 and q.paused)
         order by priority, run_at, id
         limit $2
-        for update skip locked)
-     update ${n.q}.jobs j
+        for update skip locked)`;
+}
+
+/** The claim itself: `$3` runtime id, `$4` deadlines per kind (ms); `extraSet` adds assignments. */
+function claimUpdate(n: SchemaNames, extraSet: string): string {
+  return `update ${n.q}.jobs j
         set state = 'running', attempt = j.attempt + 1, lease = j.lease + 1, attempted_at = now(),
             heartbeat_at = now(), attempted_by = $3,
-            deadline_at = now() + (($4::text::jsonb ->> j.kind)::bigint * interval '1 millisecond')
+            deadline_at = now() + (($4::text::jsonb ->> j.kind)::bigint * interval '1 millisecond')${extraSet}
        from next where j.id = next.id
-     returning j.*`,
-    [queue, limit, runtimeId, JSON.stringify(timeoutsMs)],
-  );
-  return rows.map(rowToJob).sort((a, b) => a.priority - b.priority || +a.runAt - +b.runAt || a.id - b.id);
+     returning j.*`;
 }
+
+function inClaimOrder(jobs: Job[]): Job[] {
+  return jobs.sort((a, b) => a.priority - b.priority || +a.runAt - +b.runAt || a.id - b.id);
+}
+
+/** Extra claim assignments: a fresh callback for the kinds in `$6` (HTTP workers), with its deadline. */
+const REGISTER_HTTP_CALLBACK = `,
+            callback_id = case when $6::text::jsonb ? j.kind then gen_random_uuid() else j.callback_id end,
+            callback_timeout_at = case when $6::text::jsonb ? j.kind
+              then now() + (($6::text::jsonb ->> j.kind)::bigint * interval '1 millisecond')
+              else j.callback_timeout_at end`;
 
 /**
  * Writes a batch of completions and claims the next jobs in one statement (one round trip). The two
@@ -54,33 +76,11 @@ export async function completeAndClaimJobs(
     // The idle path (a job just arrived): the plain claim statement is the shortest.
     return { jobs: await claimJobs(db, n, queue, limit, runtimeId, timeoutsMs), completedIds: [] };
   }
-  const done = deleteRows
-    ? `delete from ${n.q}.jobs j using jsonb_to_recordset($5::text::jsonb) as u(id bigint, lease integer, result jsonb)
-        where j.id = u.id and j.lease = u.lease and j.state = 'running' returning j.id`
-    : `update ${n.q}.jobs j
-          set state = 'completed', result = u.result, finalized_at = now(), heartbeat_at = null, deadline_at = null
-         from jsonb_to_recordset($5::text::jsonb) as u(id bigint, lease integer, result jsonb)
-        where j.id = u.id and j.lease = u.lease and j.state = 'running' returning j.id`;
   const rows = await db.query(
-    `with done as (${done}),
-     next as (
-       select id from ${n.q}.jobs
-        where state = 'available' and queue = $1
-          and not exists (select 1 from ${n.q}.queues q where q.name = $1 and q.paused)
-        order by priority, run_at, id
-        limit $2
-        for update skip locked),
+    `with done as (${completionSql(n, deleteRows, "$5")}),
+     ${nextCte(n)},
      claimed as (
-       update ${n.q}.jobs j
-          set state = 'running', attempt = j.attempt + 1, lease = j.lease + 1, attempted_at = now(),
-              heartbeat_at = now(), attempted_by = $3,
-              deadline_at = now() + (($4::text::jsonb ->> j.kind)::bigint * interval '1 millisecond'),
-              callback_id = case when $6::text::jsonb ? j.kind then gen_random_uuid() else j.callback_id end,
-              callback_timeout_at = case when $6::text::jsonb ? j.kind
-                then now() + (($6::text::jsonb ->> j.kind)::bigint * interval '1 millisecond')
-                else j.callback_timeout_at end
-         from next where j.id = next.id
-       returning j.*),
+       ${claimUpdate(n, REGISTER_HTTP_CALLBACK)}),
      superseded as (
        update ${n.q}.callbacks c set state = 'superseded', resolved_at = now()
         where c.state = 'pending' and c.job_id in (select id from claimed where $6::text::jsonb ? kind)),
@@ -96,12 +96,11 @@ export async function completeAndClaimJobs(
       limit,
       runtimeId,
       JSON.stringify(timeoutsMs),
-      JSON.stringify(completions.map((c) => ({ id: c.id, lease: c.lease, result: c.result ?? null }))),
+      completionsJson(completions),
       JSON.stringify(callbackTimeoutsMs),
     ],
   );
   const completedIds = ((rows[0]?.done_ids ?? []) as (number | string)[]).map(Number);
-  const jobs = rows.filter((r) => r.id !== null).map(rowToJob)
-    .sort((a, b) => a.priority - b.priority || +a.runAt - +b.runAt || a.id - b.id);
+  const jobs = inClaimOrder(rows.filter((r) => r.id !== null).map(rowToJob));
   return { jobs, completedIds };
 }

@@ -3,6 +3,28 @@ import type { Db } from "../../db/connection.ts";
 import type { SchemaNames } from "../../db/names.ts";
 import type { Completion } from "../engine.ts";
 
+/**
+ * The completion statement over the JSON array in parameter `param` (`[{id, lease, result}]`),
+ * returning the completed ids; `deleteRows` deletes the rows instead (`retention.completed === 0`).
+ */
+export function completionSql(n: SchemaNames, deleteRows: boolean, param: string): string {
+  const input = `jsonb_to_recordset(${param}::text::jsonb) as u(id bigint, lease integer, result jsonb)`;
+  return deleteRows
+    ? `delete from ${n.q}.jobs j using ${input}
+        where j.id = u.id and j.lease = u.lease and j.state = 'running' returning j.id`
+    : `update ${n.q}.jobs j
+          set state = 'completed', result = u.result, finalized_at = now(), heartbeat_at = null, deadline_at = null
+         from ${input}
+        where j.id = u.id and j.lease = u.lease and j.state = 'running' returning j.id`;
+}
+
+/** The JSON parameter of `completionSql`. */
+export function completionsJson(items: Completion[]): string {
+  return JSON.stringify(
+    items.map((c) => ({ id: c.id, lease: c.lease, result: c.result === undefined ? null : c.result })),
+  );
+}
+
 export async function completeJobs(
   db: Db,
   n: SchemaNames,
@@ -10,23 +32,6 @@ export async function completeJobs(
   deleteRows: boolean,
 ): Promise<number[]> {
   if (items.length === 0) return [];
-  const input = JSON.stringify(
-    items.map((c) => ({ id: c.id, lease: c.lease, result: c.result === undefined ? null : c.result })),
-  );
-  const rows = deleteRows
-    ? await db.query(
-      `delete from ${n.q}.jobs j using jsonb_to_recordset($1::text::jsonb) as u(id bigint, lease integer, result jsonb)
-        where j.id = u.id and j.lease = u.lease and j.state = 'running'
-        returning j.id`,
-      [input],
-    )
-    : await db.query(
-      `update ${n.q}.jobs j
-          set state = 'completed', result = u.result, finalized_at = now(), heartbeat_at = null, deadline_at = null
-         from jsonb_to_recordset($1::text::jsonb) as u(id bigint, lease integer, result jsonb)
-        where j.id = u.id and j.lease = u.lease and j.state = 'running'
-        returning j.id`,
-      [input],
-    );
+  const rows = await db.query(completionSql(n, deleteRows, "$1"), [completionsJson(items)]);
   return rows.map((r) => Number(r.id));
 }
