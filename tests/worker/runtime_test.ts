@@ -418,3 +418,20 @@ Deno.test("NOTIFY wakes an idle worker at once: client enqueue, transactional en
     await drop();
   }
 });
+
+Deno.test("a worker warns at start when maxConnections < sum(claimers) + 5", async () => {
+  const { client, drop } = await testClient();
+  const warnings: string[] = [];
+  const logger = { debug() {}, info() {}, error() {}, warn: (...a: unknown[]) => warnings.push(a.join(" ")) };
+  const small = await startWorker(client, { maxConnections: 4, queues: { a: { claimers: 2 }, b: {} }, logger });
+  await small.stop();
+  assert.ok(
+    warnings.some((w) => /maxConnections 4 is below the guideline sum\(claimers\) \+ 5 = 8/.test(w)),
+    JSON.stringify(warnings),
+  );
+  warnings.length = 0;
+  const enough = await startWorker(client, { maxConnections: 8, queues: { a: { claimers: 2 }, b: {} }, logger });
+  await enough.stop();
+  assert.ok(!warnings.some((w) => /guideline/.test(w)), JSON.stringify(warnings));
+  await drop();
+});
