@@ -99,18 +99,17 @@ export interface StorageEngine {
   readonly name: string;
   /** Inserts jobs through `db` (the pool or the caller's transaction); duplicates come back marked. */
   enqueue(db: Db, jobs: NewJob[]): Promise<Job[]>;
-  /** Claims at most `limit` available jobs of a queue (none when it is paused). */
-  claim(queue: string, limit: number, runtimeId: string, timeoutsMs: Record<string, number>): Promise<Job[]>;
-  /** Writes completions and claims the next jobs of a queue in one round trip. */
-  completeAndClaim(
-    completions: Completion[],
-    deleteRows: boolean,
+  /**
+   * Claims at most `limit` available jobs of a queue (none when it is paused). Jobs of the kinds in
+   * `callbackTimeoutsMs` (HTTP workers) get a callback registered in the same statement.
+   */
+  claim(
     queue: string,
     limit: number,
     runtimeId: string,
     timeoutsMs: Record<string, number>,
     callbackTimeoutsMs?: Record<string, number>,
-  ): Promise<{ jobs: Job[]; completedIds: number[] }>;
+  ): Promise<Job[]>;
   /** Completes attempts in one statement; returns the ids that were still theirs to complete. */
   complete(items: Completion[], deleteRows: boolean): Promise<number[]>;
   /** Records a failed attempt: `retryable` or `failed`. Null when the attempt was no longer current. */

@@ -1,7 +1,8 @@
 /**
- * Batches completions. A finished attempt frees its slot at once and its completion waits here for the
- * next write: the dispatcher takes the batch into its next claim statement (one round trip for both),
- * or, when no claim comes within a macrotask, the completer writes the batch itself.
+ * Batches completions. A finished attempt frees its slot at once and its completion waits here: the
+ * completer writes what has queued within a macrotask in one statement, and while that statement is
+ * in flight the next batch queues up. Claims and completions thus run concurrently on two
+ * connections instead of taking turns (ADR 008).
  */
 import type { Completion, StorageEngine } from "../storage/engine.ts";
 import type { Logger } from "../types.ts";
@@ -9,7 +10,7 @@ import { sleep } from "./wakeup.ts";
 import { nextMacrotask } from "../runtime/runtime.ts";
 
 /** A completion waiting to be written. */
-export interface PendingCompletion {
+interface PendingCompletion {
   item: Completion;
   resolve: (completed: boolean) => void;
 }
@@ -35,25 +36,6 @@ export class Completer {
     });
   }
 
-  /** Hands the queued completions to a caller that writes them with its own statement. */
-  take(): PendingCompletion[] {
-    if (this.buf.length === 0) return [];
-    const batch = this.buf.splice(0, this.maxBatch);
-    return batch;
-  }
-
-  /** Reports what the caller's statement wrote. */
-  settle(batch: PendingCompletion[], completedIds: Iterable<number>): void {
-    const done = new Set(completedIds);
-    batch.forEach((p) => p.resolve(done.has(p.item.id)));
-  }
-
-  /** Gives a batch back after the caller's statement failed; the completer writes it itself. */
-  putBack(batch: PendingCompletion[]): void {
-    this.buf.unshift(...batch);
-    this.schedule();
-  }
-
   /** Waits until everything queued is written. */
   async drain(): Promise<void> {
     for (;;) {
@@ -70,6 +52,11 @@ export class Completer {
       this.scheduled = false;
       if (!this.flushing && this.buf.length > 0) this.flushing = this.flush();
     });
+  }
+
+  private settle(batch: PendingCompletion[], completedIds: number[]): void {
+    const done = new Set(completedIds);
+    batch.forEach((p) => p.resolve(done.has(p.item.id)));
   }
 
   private async flush(): Promise<void> {

@@ -88,8 +88,8 @@ export class Dispatcher {
     let yielded = false;
     while (!this.stopping) {
       this.ticks[i] = Date.now();
-      // Each claim loop takes at most its share of the slots, so several claims (and the completions
-      // riding on them) are in flight at once instead of one loop taking every free slot.
+      // Each claim loop takes at most its share of the slots, so several claims are in flight at
+      // once instead of one loop taking every free slot.
       const free = Math.min(this.maxWorkers - this.running - this.reserved, this.share);
       if (free <= 0) {
         await wakeup.wait(this.pollInterval);
@@ -104,24 +104,17 @@ export class Dispatcher {
       }
       yielded = false;
       this.reserved += free;
-      const completer = this.deps.completer;
-      const completions = completer.take();
       let claimed;
       try {
-        const r = await this.engine.completeAndClaim(
-          completions.map((p) => p.item),
-          completer.deleteRows,
+        claimed = await this.engine.claim(
           this.queue,
           free,
           this.runtimeId,
           this.timeoutsMs,
           this.callbackTimeoutsMs,
         );
-        completer.settle(completions, r.completedIds);
-        claimed = r.jobs;
         failures = 0;
       } catch (e) {
-        completer.putBack(completions);
         this.reserved -= free;
         failures++;
         this.logger.error(`svc: claim on queue ${this.queue} failed: ${(e as Error).message}`);

@@ -1,13 +1,13 @@
 /**
  * Claims available jobs of one queue with `FOR UPDATE SKIP LOCKED`: attempt += 1, lease += 1,
- * heartbeat now, and the per-kind hard deadline. A paused queue yields nothing.
+ * heartbeat now, and the per-kind hard deadline. A paused queue yields nothing. Completions are
+ * written by their own batched statement (complete.ts), concurrently with the next claim.
  */
 import type { Db } from "../../db/connection.ts";
 import type { SchemaNames } from "../../db/names.ts";
 import type { Job } from "../../types.ts";
 import { rowToJob } from "../job_row.ts";
 import type { Completion } from "../engine.ts";
-import { completionsJson, completionSql } from "./complete.ts";
 
 export async function claimJobs(
   db: Db,
@@ -50,57 +50,42 @@ function inClaimOrder(jobs: Job[]): Job[] {
   return jobs.sort((a, b) => a.priority - b.priority || +a.runAt - +b.runAt || a.id - b.id);
 }
 
-/** Extra claim assignments: a fresh callback for the kinds in `$6` (HTTP workers), with its deadline. */
+/** Extra claim assignments: a fresh callback for the kinds in `$5` (HTTP workers), with its deadline. */
 const REGISTER_HTTP_CALLBACK = `,
-            callback_id = case when $6::text::jsonb ? j.kind then gen_random_uuid() else j.callback_id end,
-            callback_timeout_at = case when $6::text::jsonb ? j.kind
-              then now() + (($6::text::jsonb ->> j.kind)::bigint * interval '1 millisecond')
+            callback_id = case when $5::text::jsonb ? j.kind then gen_random_uuid() else j.callback_id end,
+            callback_timeout_at = case when $5::text::jsonb ? j.kind
+              then now() + (($5::text::jsonb ->> j.kind)::bigint * interval '1 millisecond')
               else j.callback_timeout_at end`;
 
 /**
- * Writes a batch of completions and claims the next jobs in one statement (one round trip). The two
- * touch disjoint rows (completions are `running`, claims `available`), so they cannot interfere.
+ * Claims like `claimJobs` and, in the same statement, registers a callback for each claimed job of
+ * an HTTP worker's kind (`callbackTimeoutsMs`): one commit fewer per HTTP job.
  */
-export async function completeAndClaimJobs(
+export async function claimJobsWithCallbacks(
   db: Db,
   n: SchemaNames,
-  completions: Completion[],
-  deleteRows: boolean,
   queue: string,
   limit: number,
   runtimeId: string,
   timeoutsMs: Record<string, number>,
-  callbackTimeoutsMs: Record<string, number> = {},
-): Promise<{ jobs: Job[]; completedIds: number[] }> {
-  if (completions.length === 0 && Object.keys(callbackTimeoutsMs).length === 0) {
-    // The idle path (a job just arrived): the plain claim statement is the shortest.
-    return { jobs: await claimJobs(db, n, queue, limit, runtimeId, timeoutsMs), completedIds: [] };
+  callbackTimeoutsMs: Record<string, number>,
+): Promise<Job[]> {
+  if (Object.keys(callbackTimeoutsMs).length === 0) {
+    return await claimJobs(db, n, queue, limit, runtimeId, timeoutsMs);
   }
   const rows = await db.query(
-    `with done as (${completionSql(n, deleteRows, "$5")}),
-     ${nextCte(n)},
+    `with ${nextCte(n)},
      claimed as (
        ${claimUpdate(n, REGISTER_HTTP_CALLBACK)}),
      superseded as (
        update ${n.q}.callbacks c set state = 'superseded', resolved_at = now()
-        where c.state = 'pending' and c.job_id in (select id from claimed where $6::text::jsonb ? kind)),
+        where c.state = 'pending' and c.job_id in (select id from claimed where $5::text::jsonb ? kind)),
      registered as (
        insert into ${n.q}.callbacks (id, job_id, attempt, lease, kind, deadline_at)
-       select id_, job_id, attempt, lease, 'http', deadline
-         from (select callback_id as id_, id as job_id, attempt, lease, callback_timeout_at as deadline, kind
-                 from claimed) c
-        where $6::text::jsonb ? c.kind)
-     select d.done_ids, c.* from (select array_agg(id) as done_ids from done) d left join claimed c on true`,
-    [
-      queue,
-      limit,
-      runtimeId,
-      JSON.stringify(timeoutsMs),
-      completionsJson(completions),
-      JSON.stringify(callbackTimeoutsMs),
-    ],
+       select c.callback_id, c.id, c.attempt, c.lease, 'http', c.callback_timeout_at
+         from claimed c where $5::text::jsonb ? c.kind)
+     select * from claimed`,
+    [queue, limit, runtimeId, JSON.stringify(timeoutsMs), JSON.stringify(callbackTimeoutsMs)],
   );
-  const completedIds = ((rows[0]?.done_ids ?? []) as (number | string)[]).map(Number);
-  const jobs = inClaimOrder(rows.filter((r) => r.id !== null).map(rowToJob));
-  return { jobs, completedIds };
+  return inClaimOrder(rows.map(rowToJob));
 }

@@ -7,7 +7,7 @@ import type { Completion } from "../engine.ts";
  * The completion statement over the JSON array in parameter `param` (`[{id, lease, result}]`),
  * returning the completed ids; `deleteRows` deletes the rows instead (`retention.completed === 0`).
  */
-export function completionSql(n: SchemaNames, deleteRows: boolean, param: string): string {
+function completionSql(n: SchemaNames, deleteRows: boolean, param: string): string {
   const input = `jsonb_to_recordset(${param}::text::jsonb) as u(id bigint, lease integer, result jsonb)`;
   return deleteRows
     ? `delete from ${n.q}.jobs j using ${input}
@@ -19,7 +19,7 @@ export function completionSql(n: SchemaNames, deleteRows: boolean, param: string
 }
 
 /** The JSON parameter of `completionSql`. */
-export function completionsJson(items: Completion[]): string {
+function completionsJson(items: Completion[]): string {
   return JSON.stringify(
     items.map((c) => ({ id: c.id, lease: c.lease, result: c.result === undefined ? null : c.result })),
   );

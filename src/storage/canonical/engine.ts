@@ -18,7 +18,7 @@ import type {
   StorageEngine,
 } from "../engine.ts";
 import { enqueueJobs } from "./enqueue.ts";
-import { claimJobs, completeAndClaimJobs } from "./claim.ts";
+import { claimJobsWithCallbacks } from "./claim.ts";
 import { completeJobs } from "./complete.ts";
 import { failJob, heartbeatJobs, parkJob, snoozeJob } from "./fail.ts";
 import { bulkCancel, bulkRetry, cancelJob, getJob, listJobs, retryJob } from "./admin.ts";
@@ -35,21 +35,14 @@ export class CanonicalEngine implements StorageEngine {
   enqueue(db: Db, jobs: NewJob[]): Promise<Job[]> {
     return enqueueJobs(db, this.n, jobs);
   }
-  claim(queue: string, limit: number, runtimeId: string, timeoutsMs: Record<string, number>): Promise<Job[]> {
-    return claimJobs(this.db, this.n, queue, limit, runtimeId, timeoutsMs);
-  }
-  completeAndClaim(
-    completions: Completion[],
-    deleteRows: boolean,
+  claim(
     queue: string,
     limit: number,
     runtimeId: string,
     timeoutsMs: Record<string, number>,
     callbackTimeoutsMs: Record<string, number> = {},
-  ): Promise<{ jobs: Job[]; completedIds: number[] }> {
-    return completeAndClaimJobs(
-      this.db, this.n, completions, deleteRows, queue, limit, runtimeId, timeoutsMs, callbackTimeoutsMs,
-    );
+  ): Promise<Job[]> {
+    return claimJobsWithCallbacks(this.db, this.n, queue, limit, runtimeId, timeoutsMs, callbackTimeoutsMs);
   }
   complete(items: Completion[], deleteRows: boolean): Promise<number[]> {
     return completeJobs(this.db, this.n, items, deleteRows);
