@@ -435,3 +435,40 @@ Deno.test("a worker warns at start when maxConnections < sum(claimers) + 5", asy
   assert.ok(!warnings.some((w) => /guideline/.test(w)), JSON.stringify(warnings));
   await drop();
 });
+
+Deno.test("when LISTEN fails the worker falls back to polling by itself", async () => {
+  const { client, drop, schema } = await testClient();
+  // A role allowed one connection: the worker's pool takes it, so the LISTEN connection is refused.
+  const role = `${schema}_one`;
+  await client.sql.unsafe(`create role ${role} login connection limit 1`);
+  await client.sql.unsafe(`grant usage on schema "${schema}" to ${role}`);
+  await client.sql.unsafe(`grant all on all tables in schema "${schema}" to ${role}`);
+  await client.sql.unsafe(`grant all on all sequences in schema "${schema}" to ${role}`);
+  await client.sql.unsafe(`grant execute on all functions in schema "${schema}" to ${role}`);
+  const { createWorker } = await import("../../mod.ts");
+  const { DATABASE_URL } = await import("../helpers/db.ts");
+  const url = new URL(DATABASE_URL);
+  url.username = role;
+  const warnings: string[] = [];
+  const ran: number[] = [];
+  const worker = createWorker({
+    databaseUrl: url.toString(),
+    schema,
+    maxConnections: 1,
+    queues: { default: { maxWorkers: 1 } },
+    pollInterval: 100,
+    logger: { debug() {}, info() {}, error() {}, warn: (...a: unknown[]) => warnings.push(a.join(" ")) },
+    handlers: { k: (job) => { ran.push(job.id); } },
+  });
+  try {
+    await worker.start();
+    assert.ok(warnings.some((w) => /LISTEN .* failed .*falling back to polling/.test(w)), JSON.stringify(warnings));
+    const j = await client.enqueue("k", {});
+    await waitFor(() => ran.includes(j.id), 5000, "polled job");
+  } finally {
+    await worker.shutdown(1000);
+    await client.sql.unsafe(`drop owned by ${role}`);
+    await client.sql.unsafe(`drop role ${role}`);
+    await drop();
+  }
+});
