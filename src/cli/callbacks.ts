@@ -4,14 +4,14 @@
  * secret (unless `--allow-unsigned`), with a malformed secret, or against a read-only database.
  */
 import { Command, InvalidArgumentError } from "commander";
-import { type Client, createClient } from "../client/client.ts";
+import type { Client } from "../client/client.ts";
 import { DEFAULT_CALLBACK_PATH_PREFIX } from "../contract/callback_url.ts";
 import { parseSecret } from "../contract/signature.ts";
 import { SchemaOutdatedError } from "../errors.ts";
 import { type CallbackAuth, createCallbackRouter } from "../http/callback_router.ts";
 import { errorResponse } from "../http/errors.ts";
 import { env, eprintln } from "../runtime/runtime.ts";
-import { CliError, databaseUrl, toCliError, UsageError, withDb } from "./common.ts";
+import { CliError, poolSizeOption, servingClient, toCliError, withDb } from "./common.ts";
 import { serveUntilSignal } from "./listen.ts";
 
 function intOption(name: string, min: number, max: number) {
@@ -92,26 +92,14 @@ export function callbacksCommand(): Command {
     .option(
       "--pool-max <n>",
       "database connections (default: env SERVICE_POOL_MAX or 10)",
-      intOption("--pool-max", 1, 1000),
+      (v: string) => poolSizeOption(v),
     )
     .action(async (o, cmd: Command) => {
       const auth = callbackAuth(
         o.callbackHmacSecret ?? env("SERVICE_CALLBACK_HMAC_SECRET"),
         o.allowUnsigned === true,
       );
-      const poolEnv = env("SERVICE_POOL_MAX") ?? "10";
-      if (o.poolMax === undefined && !/^\d+$/.test(poolEnv)) {
-        throw new UsageError(
-          `SERVICE_POOL_MAX must be an integer from 1 to 1000, got ${JSON.stringify(poolEnv)}`,
-        );
-      }
-      const poolMax = o.poolMax ?? Math.min(Math.max(Number(poolEnv), 1), 1000);
-      const client = createClient({
-        databaseUrl: databaseUrl(cmd),
-        schema: cmd.optsWithGlobals().schema ?? env("SERVICE_SCHEMA"),
-        maxConnections: poolMax,
-        connectTimeout: 5,
-      });
+      const client = servingClient(cmd, o.poolMax);
       try {
         await assertWritable(client).catch((e) => {
           throw toCliError(e);

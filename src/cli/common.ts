@@ -147,3 +147,35 @@ export function printTable(headers: string[], rows: (string | number | null)[][]
 export function timeText(d: Date | null): string {
   return d ? new Date(d).toISOString().replace(/\.\d{3}Z$/, "Z") : "-";
 }
+
+/** Default `--pool-max` of the serving commands (contract section 8). */
+export const DEFAULT_POOL_MAX = 10;
+
+/** Parser of `--pool-max` (and of SERVICE_POOL_MAX): an integer from 1 to 1000. */
+export function poolSizeOption(v: string, what = "--pool-max"): number {
+  if (!/^\d{1,4}$/.test(v) || Number(v) < 1 || Number(v) > 1000) {
+    throw new InvalidArgumentError(`${what} must be an integer from 1 to 1000, got ${JSON.stringify(v)}`);
+  }
+  return Number(v);
+}
+
+/**
+ * The pool of a serving command (`serve`, `callbacks serve`): `--pool-max`, else SERVICE_POOL_MAX,
+ * else 10 connections, with a 5 s connect timeout.
+ */
+export function servingClient(cmd: Command, poolMax: number | undefined): Client {
+  let size = poolMax;
+  if (size === undefined) {
+    try {
+      size = poolSizeOption(env("SERVICE_POOL_MAX") ?? String(DEFAULT_POOL_MAX), "SERVICE_POOL_MAX");
+    } catch (e) {
+      throw new UsageError((e as Error).message);
+    }
+  }
+  return createClient({
+    databaseUrl: databaseUrl(cmd),
+    schema: cmd.optsWithGlobals().schema ?? env("SERVICE_SCHEMA"),
+    maxConnections: size,
+    connectTimeout: 5,
+  });
+}

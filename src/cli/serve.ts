@@ -3,27 +3,20 @@
  * and the callback receiver under `/api/callbacks`, behind one router with permissive CORS.
  */
 import { Command, InvalidArgumentError } from "commander";
-import { type Client, createClient } from "../client/client.ts";
+import type { Client } from "../client/client.ts";
 import { SchemaOutdatedError } from "../errors.ts";
 import { createAdminServer } from "../http/server.ts";
 import { env, eprintln } from "../runtime/runtime.ts";
 import { serveUntilSignal as listenUntilSignal } from "./listen.ts";
 import { callbackAuth } from "./callbacks.ts";
-import { CliError, databaseUrl, toCliError, UsageError, withDb } from "./common.ts";
+import { CliError, DEFAULT_POOL_MAX, poolSizeOption, servingClient, toCliError, UsageError, withDb } from "./common.ts";
 
 /** Default `--pool-max` (contract section 8). */
-export const DEFAULT_SERVE_POOL_MAX = 10;
+export const DEFAULT_SERVE_POOL_MAX: number = DEFAULT_POOL_MAX;
 
 function portNumber(v: string): number {
   if (!/^\d{1,5}$/.test(v) || Number(v) > 65535) {
     throw new InvalidArgumentError("--port must be an integer from 0 to 65535");
-  }
-  return Number(v);
-}
-
-function poolSize(v: string, what: string): number {
-  if (!/^\d{1,4}$/.test(v) || Number(v) < 1 || Number(v) > 1000) {
-    throw new InvalidArgumentError(`${what} must be an integer from 1 to 1000, got ${JSON.stringify(v)}`);
   }
   return Number(v);
 }
@@ -71,7 +64,7 @@ export function serveCommand(): Command {
     .option(
       "--pool-max <n>",
       `database connections (default: env SERVICE_POOL_MAX or ${DEFAULT_SERVE_POOL_MAX})`,
-      (v: string) => poolSize(v, "--pool-max"),
+      (v: string) => poolSizeOption(v),
     )
     .option(
       "--cors-origin <origin>",
@@ -81,20 +74,7 @@ export function serveCommand(): Command {
     .action(async (o, cmd: Command) => {
       const readOnly = o.readOnly === true || envFlag("SERVICE_READ_ONLY");
       const auth = callbackAuth(o.callbackHmacSecret ?? env("SERVICE_CALLBACK_HMAC_SECRET"), true);
-      let poolMax: number = o.poolMax;
-      if (poolMax === undefined) {
-        try {
-          poolMax = poolSize(env("SERVICE_POOL_MAX") ?? String(DEFAULT_SERVE_POOL_MAX), "SERVICE_POOL_MAX");
-        } catch (e) {
-          throw new UsageError((e as Error).message);
-        }
-      }
-      const client = createClient({
-        databaseUrl: databaseUrl(cmd),
-        schema: cmd.optsWithGlobals().schema ?? env("SERVICE_SCHEMA"),
-        maxConnections: poolMax,
-        connectTimeout: 5,
-      });
+      const client = servingClient(cmd, o.poolMax);
       try {
         await checkSchema(client);
         await serveUntilSignal(client, {
