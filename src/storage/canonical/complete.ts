@@ -8,12 +8,12 @@ import type { Completion } from "../engine.ts";
  * returning the completed ids; `deleteRows` deletes the rows instead (`retention.completed === 0`).
  */
 function completionSql(n: SchemaNames, deleteRows: boolean, param: string): string {
-  const input = `jsonb_to_recordset(${param}::text::jsonb) as u(id bigint, lease integer, result jsonb)`;
+  const input = `json_to_recordset(${param}::text::json) as u(id bigint, lease integer, result json)`;
   return deleteRows
     ? `delete from ${n.q}.jobs j using ${input}
         where j.id = u.id and j.lease = u.lease and j.state = 'running' returning j.id`
     : `update ${n.q}.jobs j
-          set state = 'completed', result = u.result, finalized_at = now(), heartbeat_at = null, deadline_at = null
+          set state = 'completed', result = u.result::jsonb, finalized_at = now(), heartbeat_at = null, deadline_at = null
          from ${input}
         where j.id = u.id and j.lease = u.lease and j.state = 'running' returning j.id`;
 }

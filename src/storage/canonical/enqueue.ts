@@ -27,11 +27,11 @@ export async function enqueueJobs(db: Db, n: SchemaNames, jobs: NewJob[]): Promi
   const rows = await db.query(
     `with ins as (
      insert into ${n.q}.jobs (kind, queue, args, state, priority, run_at, max_attempts, tags, metadata, unique_key)
-     select i.kind, i.queue, i.args,
+     select i.kind, i.queue, i.args::jsonb,
             case when i.run_at > now() then 'scheduled' else 'available' end::${n.q}.job_state,
-            i.priority, coalesce(i.run_at, now()), i.max_attempts, i.tags, i.metadata, i.unique_key
-       from jsonb_to_recordset($1::text::jsonb) as i(kind text, queue text, args jsonb, priority smallint,
-            run_at timestamptz, max_attempts integer, tags text[], metadata jsonb, unique_key text)
+            i.priority, coalesce(i.run_at, now()), i.max_attempts, i.tags, i.metadata::jsonb, i.unique_key
+       from json_to_recordset($1::text::json) as i(kind text, queue text, args json, priority smallint,
+            run_at timestamptz, max_attempts integer, tags text[], metadata json, unique_key text)
      ${anyKey ? `on conflict (unique_key) where unique_key is not null and state in ${NON_TERMINAL} do nothing` : ""}
      returning id, state, queue, run_at, created_at, unique_key),
      woken as (select pg_notify($2, q.queue)::text from (select distinct queue from ins where state = 'available') q)
