@@ -6,47 +6,17 @@
  * (or `network` / `http_<status>` when there was no such body).
  */
 
-export type JobState =
-  | "scheduled"
-  | "available"
-  | "running"
-  | "waiting_external"
-  | "retryable"
-  | "completed"
-  | "failed"
-  | "cancelled";
+import { JOB_STATES, type JobError, type JobState, TERMINAL_STATES } from "../src/types.ts";
 
-/** All job states, in lifecycle order. */
-export const JOB_STATES: readonly JobState[] = [
-  "scheduled",
-  "available",
-  "running",
-  "waiting_external",
-  "retryable",
-  "completed",
-  "failed",
-  "cancelled",
-];
+export { JOB_STATES };
+export type { JobError, JobState };
 
 /** States an admin retry accepts (decisions.md: terminal jobs only). */
-export const RETRYABLE_STATES: readonly JobState[] = ["completed", "failed", "cancelled"];
+export const RETRYABLE_STATES: readonly JobState[] = TERMINAL_STATES;
 /** States an admin cancel accepts (any non-terminal one). */
-export const CANCELLABLE_STATES: readonly JobState[] = [
-  "scheduled",
-  "available",
-  "running",
-  "waiting_external",
-  "retryable",
-];
+export const CANCELLABLE_STATES: readonly JobState[] = JOB_STATES.filter((s) => !TERMINAL_STATES.includes(s));
 
 export type StateCounts = Record<JobState, number>;
-
-export interface JobError {
-  attempt: number;
-  at: string;
-  error: string;
-  terminal?: boolean;
-}
 
 export interface Job {
   id: number;
