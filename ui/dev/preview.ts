@@ -8,27 +8,11 @@
  * `--fail PATH` makes GET PATH answer 500 `internal`, to look at the error banner.
  */
 import { loadUiAssets, uiFileFor } from "../assets.ts";
+import { JOB_STATES, type JobState, TERMINAL_STATES } from "../../src/types.ts";
 
-type State =
-  | "scheduled"
-  | "available"
-  | "running"
-  | "waiting_external"
-  | "retryable"
-  | "completed"
-  | "failed"
-  | "cancelled";
-const STATES: State[] = [
-  "scheduled",
-  "available",
-  "running",
-  "waiting_external",
-  "retryable",
-  "completed",
-  "failed",
-  "cancelled",
-];
-const TERMINAL: State[] = ["completed", "failed", "cancelled"];
+type State = JobState;
+const STATES: readonly State[] = JOB_STATES;
+const TERMINAL: readonly State[] = TERMINAL_STATES;
 
 interface FakeJob {
   id: number;

@@ -1,5 +1,6 @@
 /** @jsxImportSource preact */
 /** Cron entries: schedule, next and last fire; trigger now, pause and resume. */
+import { PausedBadge } from "../components/paused_badge.tsx";
 import { api } from "../api.ts";
 import { Link } from "../components/link.tsx";
 import { TableWrap } from "../components/table_wrap.tsx";
@@ -43,9 +44,7 @@ export function Cron() {
                   <th scope="row">
                     {c.name}
                     <span data-testid={`cron-status-${c.name}`}>
-                      {c.paused
-                        ? <span class="badge badge-paused">paused</span>
-                        : <span class="badge badge-ok">active</span>}
+                      <PausedBadge paused={c.paused} />
                     </span>
                   </th>
                   <td>

@@ -1,5 +1,6 @@
 /** @jsxImportSource preact */
 /** Counts by state, the throughput chart, the per-queue table and the storage card. */
+import { PausedBadge } from "../components/paused_badge.tsx";
 import { api, JOB_STATES, type Queue, type Runtime } from "../api.ts";
 import { Link } from "../components/link.tsx";
 import { StorageCard } from "../components/storage_card.tsx";
@@ -38,9 +39,7 @@ export function QueueCountsTable({ queues, testidPrefix }: { queues: Queue[]; te
                 <Link href={`/jobs?queue=${encodeURIComponent(q.name)}`}>{q.name}</Link>
               </th>
               <td>
-                {q.paused
-                  ? <span class="badge badge-paused">paused</span>
-                  : <span class="badge badge-ok">active</span>}
+                <PausedBadge paused={q.paused} />
               </td>
               {QUEUE_COLUMNS.map((s) => (
                 <td class={`num${s === "failed" && q.counts[s] > 0 ? " text-danger" : ""}`} key={s}>

@@ -1,5 +1,6 @@
 /** @jsxImportSource preact */
 /** Every queue with its counts by state, the age of its oldest available job, and pause/resume. */
+import { PausedBadge } from "../components/paused_badge.tsx";
 import { api, JOB_STATES } from "../api.ts";
 import { Link } from "../components/link.tsx";
 import { TableWrap } from "../components/table_wrap.tsx";
@@ -50,9 +51,7 @@ export function Queues() {
                     <Link href={`/jobs?queue=${encodeURIComponent(q.name)}`}>{q.name}</Link>
                   </th>
                   <td data-testid={`queue-status-${q.name}`}>
-                    {q.paused
-                      ? <span class="badge badge-paused">paused</span>
-                      : <span class="badge badge-ok">active</span>}
+                    <PausedBadge paused={q.paused} />
                   </td>
                   {JOB_STATES.map((s) => <td class="num" key={s}>{fmtNum(q.counts[s] ?? 0)}</td>)}
                   <td class="num">{fmtAge(q.oldest_available_age_seconds)}</td>
