@@ -12,7 +12,7 @@ const stats: Record<string, { n: number; ms: number; items: number }> = {};
 const eng = client.engine as any;
 for (const m of ["claim", "complete", "heartbeat", "promote", "rescue", "expireCallbacks", "upsertRuntime"]) {
   const orig = eng[m].bind(eng);
-  eng[m] = async (...a: any[]) => { const t = performance.now(); const r = await orig(...a); const s = stats[m] ??= { n: 0, ms: 0, items: 0 }; s.n++; s.ms += performance.now() - t; if (m === 'completeAndClaim') (globalThis as any).series = [...((globalThis as any).series ?? []), performance.now() - t]; s.items += Array.isArray(r) ? r.length : (r?.jobs?.length ?? 0); return r; };
+  eng[m] = async (...a: any[]) => { const t = performance.now(); const r = await orig(...a); const s = stats[m] ??= { n: 0, ms: 0, items: 0 }; s.n++; s.ms += performance.now() - t; if (m === 'claim') (globalThis as any).series = [...((globalThis as any).series ?? []), performance.now() - t]; s.items += Array.isArray(r) ? r.length : (r?.jobs?.length ?? 0); return r; };
 }
 let done = 0; let t1 = 0; let resolve!: () => void; const all = new Promise<void>((r) => resolve = r);
 const t0 = performance.now();

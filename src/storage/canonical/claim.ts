@@ -7,7 +7,6 @@ import type { Db } from "../../db/connection.ts";
 import type { SchemaNames } from "../../db/names.ts";
 import type { Job } from "../../types.ts";
 import { rowToJob } from "../job_row.ts";
-import type { Completion } from "../engine.ts";
 
 export async function claimJobs(
   db: Db,

@@ -4,18 +4,24 @@ import type { SchemaNames } from "../../db/names.ts";
 import type { Completion } from "../engine.ts";
 
 /**
- * The completion statement over the JSON array in parameter `param` (`[{id, lease, result}]`),
- * returning the completed ids; `deleteRows` deletes the rows instead (`retention.completed === 0`).
+ * The completion statement over the JSON array in `$1` (`[{id, lease, result}]`) and the same ids as
+ * an array in `$2`, returning the completed ids; `deleteRows` deletes the rows instead
+ * (`retention.completed === 0`).
+ *
+ * `j.id = any($2)` makes the rows' lookup one index probe per id: joined only on the JSON, the planner
+ * reads every `running` entry of the state index and hashes them, and until vacuum that index holds
+ * a dead `running` entry for every job that ever ran (bitmap scans never mark them dead), so each
+ * completion got slower with every job processed.
  */
-function completionSql(n: SchemaNames, deleteRows: boolean, param: string): string {
-  const input = `json_to_recordset(${param}::text::json) as u(id bigint, lease integer, result json)`;
+export function completionSql(n: SchemaNames, deleteRows: boolean): string {
+  const input = `json_to_recordset($1::text::json) as u(id bigint, lease integer, result json)`;
+  const match = `j.id = any($2::bigint[]) and j.state = 'running' and j.id = u.id and j.lease = u.lease`;
   return deleteRows
-    ? `delete from ${n.q}.jobs j using ${input}
-        where j.id = u.id and j.lease = u.lease and j.state = 'running' returning j.id`
+    ? `delete from ${n.q}.jobs j using ${input} where ${match} returning j.id`
     : `update ${n.q}.jobs j
           set state = 'completed', result = u.result::jsonb, finalized_at = now(), heartbeat_at = null, deadline_at = null
          from ${input}
-        where j.id = u.id and j.lease = u.lease and j.state = 'running' returning j.id`;
+        where ${match} returning j.id`;
 }
 
 /** The JSON parameter of `completionSql`. */
@@ -32,6 +38,9 @@ export async function completeJobs(
   deleteRows: boolean,
 ): Promise<number[]> {
   if (items.length === 0) return [];
-  const rows = await db.query(completionSql(n, deleteRows, "$1"), [completionsJson(items)]);
+  const rows = await db.query(completionSql(n, deleteRows), [
+    completionsJson(items),
+    items.map((c) => c.id),
+  ]);
   return rows.map((r) => Number(r.id));
 }

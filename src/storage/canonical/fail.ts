@@ -60,8 +60,8 @@ export async function heartbeatJobs(db: Db, n: SchemaNames, items: { id: number;
   if (items.length === 0) return;
   await db.query(
     `update ${n.q}.jobs j set heartbeat_at = now()
-       from jsonb_to_recordset($1::text::jsonb) as u(id bigint, lease integer)
-      where j.id = u.id and j.lease = u.lease and j.state = 'running'`,
-    [JSON.stringify(items)],
+       from json_to_recordset($1::text::json) as u(id bigint, lease integer)
+      where j.id = any($2::bigint[]) and j.state = 'running' and j.id = u.id and j.lease = u.lease`,
+    [JSON.stringify(items), items.map((i) => i.id)],
   );
 }
