@@ -6,6 +6,7 @@ import type { SchemaNames } from "./names.ts";
 export const MIGRATIONS: readonly { version: number; file: string }[] = [
   { version: 1, file: "0001_initial.sql" },
   { version: 2, file: "0002_cron.sql" },
+  { version: 3, file: "0003_batched_callbacks.sql" },
 ];
 
 /** The schema version this binary needs (workers run on any schema at or above it). */

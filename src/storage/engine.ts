@@ -26,6 +26,13 @@ export interface Completion {
   result: unknown;
 }
 
+/** An attempt to park in `waiting_external` until its callback is resolved. */
+export interface ParkRequest {
+  id: number;
+  lease: number;
+  callbackId: string;
+}
+
 /** The attempt failed. */
 export interface Failure {
   id: number;
@@ -118,7 +125,10 @@ export interface StorageEngine {
   snooze(id: number, lease: number, delayMs: number): Promise<boolean>;
   /** Heartbeats in-flight attempts. */
   heartbeat(items: { id: number; lease: number }[]): Promise<void>;
-  /** Parks a running attempt in `waiting_external`, unless its callback is no longer pending. */
+  /**
+   * Parks a running attempt in `waiting_external`, unless its callback is no longer pending. Parks that
+   * arrive together share one statement.
+   */
   park(id: number, lease: number, callbackId: string): Promise<boolean>;
 
   getJob(id: number): Promise<Job | null>;
@@ -135,6 +145,7 @@ export interface StorageEngine {
   registerCallback(id: number, lease: number, timeoutMs: number, kind: "in_process" | "http"): Promise<string | null>;
   getCallback(id: string): Promise<CallbackRecord | null>;
   listCallbacks(jobId: number): Promise<CallbackRecord[]>;
+  /** Resolves a callback; resolutions that arrive together share one statement and one commit. */
   resolveCallback(
     id: string,
     action: "complete" | "resume" | "fail" | "heartbeat",

@@ -7,67 +7,32 @@
 import type { Completion, StorageEngine } from "../storage/engine.ts";
 import type { Logger } from "../types.ts";
 import { sleep } from "./wakeup.ts";
-import { nextMacrotask } from "../runtime/runtime.ts";
-
-/** A completion waiting to be written. */
-interface PendingCompletion {
-  item: Completion;
-  resolve: (completed: boolean) => void;
-}
+import { Batcher } from "../runtime/batcher.ts";
 
 export class Completer {
-  private buf: PendingCompletion[] = [];
-  private flushing: Promise<void> | null = null;
-  private scheduled = false;
+  private readonly batcher: Batcher<Completion, boolean>;
 
   constructor(
     private readonly engine: StorageEngine,
     /** Delete completed rows instead of keeping them (`retention.completed === 0`). */
     readonly deleteRows: boolean,
     private readonly logger: Logger,
-    private readonly maxBatch = 1000,
-  ) {}
+    maxBatch = 1000,
+  ) {
+    this.batcher = new Batcher(async (items) => {
+      const done = new Set(await this.write(items));
+      return items.map((c) => done.has(c.id));
+    }, maxBatch);
+  }
 
   /** Queues a completion; resolves true when it was written (false when the attempt was no longer current). */
   add(item: Completion): Promise<boolean> {
-    return new Promise((resolve) => {
-      this.buf.push({ item, resolve });
-      this.schedule();
-    });
+    return this.batcher.add(item);
   }
 
   /** Waits until everything queued is written. */
-  async drain(): Promise<void> {
-    for (;;) {
-      if (this.flushing) await this.flushing;
-      else if (this.buf.length > 0) this.flushing = this.flush();
-      else return;
-    }
-  }
-
-  private schedule(): void {
-    if (this.scheduled || this.flushing) return;
-    this.scheduled = true;
-    nextMacrotask().then(() => {
-      this.scheduled = false;
-      if (!this.flushing && this.buf.length > 0) this.flushing = this.flush();
-    });
-  }
-
-  private settle(batch: PendingCompletion[], completedIds: number[]): void {
-    const done = new Set(completedIds);
-    batch.forEach((p) => p.resolve(done.has(p.item.id)));
-  }
-
-  private async flush(): Promise<void> {
-    try {
-      while (this.buf.length > 0) {
-        const batch = this.buf.splice(0, this.maxBatch);
-        this.settle(batch, await this.write(batch.map((p) => p.item)));
-      }
-    } finally {
-      this.flushing = null;
-    }
+  drain(): Promise<void> {
+    return this.batcher.drain();
   }
 
   private async write(items: Completion[]): Promise<number[]> {

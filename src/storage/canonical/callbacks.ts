@@ -2,6 +2,7 @@
 import type { Db, Row } from "../../db/connection.ts";
 import type { SchemaNames } from "../../db/names.ts";
 import type { CallbackRecord, CallbackResolution } from "../engine.ts";
+import { ItemFailure } from "../../runtime/batcher.ts";
 
 export async function registerCallback(
   db: Db,
@@ -47,29 +48,70 @@ export async function listCallbacks(db: Db, n: SchemaNames, jobId: number): Prom
   return rows.map(rowToCallback);
 }
 
-export async function resolveCallback(
-  db: Db,
-  n: SchemaNames,
-  id: string,
-  action: "complete" | "resume" | "fail" | "heartbeat",
-  a: { payload?: unknown; error?: string; retryable?: boolean; timeoutSeconds?: number },
-): Promise<CallbackResolution> {
-  const rows = await db.query(
-    `select * from ${n.q}.resolve_callback($1::uuid, $2, $3::text::jsonb, $4, $5, $6)`,
-    [
-      id,
-      action,
-      a.payload === undefined ? null : JSON.stringify(a.payload),
-      a.error ?? null,
-      a.retryable ?? null,
-      a.timeoutSeconds ?? null,
-    ],
-  );
-  const r = rows[0];
+/** One callback resolution: the callback, what to do, and that action's arguments. */
+export interface ResolveRequest {
+  id: string;
+  action: "complete" | "resume" | "fail" | "heartbeat";
+  payload?: unknown;
+  error?: string;
+  retryable?: boolean;
+  timeoutSeconds?: number;
+}
+
+function rowToResolution(r: Row): CallbackResolution {
   return {
     outcome: r.outcome,
     jobId: r.job_id === null ? null : Number(r.job_id),
     state: r.state ?? null,
     timeoutAt: r.timeout_at ?? null,
   };
+}
+
+/** Resolves one callback (`resolve_callback`). */
+export async function resolveCallback(db: Db, n: SchemaNames, q: ResolveRequest): Promise<CallbackResolution> {
+  const rows = await db.query(
+    `select * from ${n.q}.resolve_callback($1::uuid, $2, $3::text::jsonb, $4, $5, $6)`,
+    [
+      q.id,
+      q.action,
+      q.payload === undefined ? null : JSON.stringify(q.payload),
+      q.error ?? null,
+      q.retryable ?? null,
+      q.timeoutSeconds ?? null,
+    ],
+  );
+  return rowToResolution(rows[0]);
+}
+
+/**
+ * Resolves callbacks in one statement and one commit (`resolve_callbacks`), each exactly as
+ * `resolveCallback` would. If the batch fails as a whole (a deadlock with another batch, or one item
+ * the database refuses), every item is resolved on its own so that only the bad one fails.
+ */
+export async function resolveCallbacks(
+  db: Db,
+  n: SchemaNames,
+  qs: ResolveRequest[],
+): Promise<(CallbackResolution | ItemFailure)[]> {
+  if (qs.length === 1) return [await resolveCallback(db, n, qs[0])];
+  let rows: Row[];
+  try {
+    rows = await db.query(`select * from ${n.q}.resolve_callbacks($1::text::json)`, [
+      JSON.stringify(qs.map((q, ord) => ({
+        ord,
+        id: q.id,
+        action: q.action,
+        payload: q.payload === undefined ? null : JSON.stringify(q.payload),
+        error: q.error ?? null,
+        retryable: q.retryable ?? null,
+        timeout_seconds: q.timeoutSeconds ?? null,
+      }))),
+    ]);
+  } catch {
+    const alone = await Promise.allSettled(qs.map((q) => resolveCallback(db, n, q)));
+    return alone.map((r) => r.status === "fulfilled" ? r.value : new ItemFailure(r.reason));
+  }
+  const out: CallbackResolution[] = new Array(qs.length);
+  for (const r of rows) out[Number(r.ord)] = rowToResolution(r);
+  return out;
 }

@@ -11,6 +11,7 @@ import type {
   Completion,
   Failure,
   JobFilter,
+  ParkRequest,
   MaintainedJob,
   NewJob,
   Retention,
@@ -20,17 +21,28 @@ import type {
 import { enqueueJobs } from "./enqueue.ts";
 import { claimJobsWithCallbacks } from "./claim.ts";
 import { completeJobs } from "./complete.ts";
-import { failJob, heartbeatJobs, parkJob, snoozeJob } from "./fail.ts";
+import { failJob, heartbeatJobs, parkJobs, snoozeJob } from "./fail.ts";
 import { bulkCancel, bulkRetry, cancelJob, getJob, listJobs, retryJob } from "./admin.ts";
 import { listQueues, setQueuePaused } from "./queues.ts";
-import { getCallback, listCallbacks, registerCallback, resolveCallback } from "./callbacks.ts";
+import { getCallback, listCallbacks, registerCallback, resolveCallbacks, type ResolveRequest } from "./callbacks.ts";
 import { cleanupFinished, expireCallbacks, promoteDue, rescueStale } from "./maintenance.ts";
 import { deleteRuntime, listRuntimes, upsertRuntime } from "./runtimes.ts";
+import { Batcher } from "../../runtime/batcher.ts";
 
 /** The jobs-table engine. */
 export class CanonicalEngine implements StorageEngine {
   readonly name = "canonical";
-  constructor(private readonly db: Db, private readonly n: SchemaNames) {}
+  /** Parks and callback resolutions that arrive together are written together (group commit). */
+  private readonly parks: Batcher<ParkRequest, boolean>;
+  private readonly resolutions: Batcher<ResolveRequest, CallbackResolution>;
+
+  constructor(private readonly db: Db, private readonly n: SchemaNames) {
+    this.parks = new Batcher(async (items) => {
+      const parked = new Set(await parkJobs(db, n, items));
+      return items.map((p) => parked.has(p.id));
+    });
+    this.resolutions = new Batcher((items) => resolveCallbacks(db, n, items));
+  }
 
   enqueue(db: Db, jobs: NewJob[]): Promise<Job[]> {
     return enqueueJobs(db, this.n, jobs);
@@ -57,7 +69,7 @@ export class CanonicalEngine implements StorageEngine {
     return heartbeatJobs(this.db, this.n, items);
   }
   park(id: number, lease: number, callbackId: string): Promise<boolean> {
-    return parkJob(this.db, this.n, id, lease, callbackId);
+    return this.parks.add({ id, lease, callbackId });
   }
   getJob(id: number): Promise<Job | null> {
     return getJob(this.db, this.n, id);
@@ -100,7 +112,7 @@ export class CanonicalEngine implements StorageEngine {
     action: "complete" | "resume" | "fail" | "heartbeat",
     args: { payload?: unknown; error?: string; retryable?: boolean; timeoutSeconds?: number },
   ): Promise<CallbackResolution> {
-    return resolveCallback(this.db, this.n, id, action, args);
+    return this.resolutions.add({ id, action, ...args });
   }
   promote(): Promise<number> {
     return promoteDue(this.db, this.n);

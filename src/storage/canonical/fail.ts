@@ -2,7 +2,7 @@
 import type { Db } from "../../db/connection.ts";
 import type { SchemaNames } from "../../db/names.ts";
 import type { Job } from "../../types.ts";
-import type { Failure } from "../engine.ts";
+import type { Failure, ParkRequest } from "../engine.ts";
 import { rowToJob } from "../job_row.ts";
 
 export async function failJob(db: Db, n: SchemaNames, f: Failure): Promise<Job | null> {
@@ -37,23 +37,30 @@ export async function snoozeJob(db: Db, n: SchemaNames, id: number, lease: numbe
 }
 
 /**
- * Parks the attempt unless its callback was already resolved (the resolver locks the job row too).
+ * Parks running attempts in \`waiting_external\`, in one statement, except those whose callback was
+ * already resolved (the resolver locks the job row too); returns the ids parked.
  * Committed without waiting for the WAL flush: if PostgreSQL crashes before the flush, the park is lost
  * and the attempt is `running` with no heartbeat, so the leader rescues and retries it, exactly as if
  * the worker had died before parking. Any later synchronous commit (the callback's resolution) flushes
  * the park first, so the two can never be seen out of order.
  */
-export async function parkJob(db: Db, n: SchemaNames, id: number, lease: number, callbackId: string): Promise<boolean> {
+export async function parkJobs(db: Db, n: SchemaNames, items: ParkRequest[]): Promise<number[]> {
+  if (items.length === 0) return [];
   const rows = await db.query(
     `with async_commit as (select set_config('synchronous_commit', 'off', true) as v)
      update ${n.q}.jobs j set state = 'waiting_external', heartbeat_at = null, deadline_at = null
+       from json_to_recordset($1::text::json) as u(id bigint, lease integer, callback_id uuid)
       where (select v from async_commit) = 'off'
-        and j.id = $1 and j.lease = $2 and j.state = 'running' and j.callback_id = $3::uuid
-        and exists (select 1 from ${n.q}.callbacks c where c.id = $3::uuid and c.state = 'pending')
+        and j.id = any($2::bigint[]) and j.state = 'running' and j.id = u.id and j.lease = u.lease
+        and j.callback_id = u.callback_id
+        and exists (select 1 from ${n.q}.callbacks c where c.id = u.callback_id and c.state = 'pending')
       returning j.id`,
-    [id, lease, callbackId],
+    [
+      JSON.stringify(items.map((p) => ({ id: p.id, lease: p.lease, callback_id: p.callbackId }))),
+      items.map((p) => p.id),
+    ],
   );
-  return rows.length > 0;
+  return rows.map((r) => Number(r.id));
 }
 
 export async function heartbeatJobs(db: Db, n: SchemaNames, items: { id: number; lease: number }[]): Promise<void> {

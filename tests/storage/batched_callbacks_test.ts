@@ -1,0 +1,120 @@
+/**
+ * Parks and callback resolutions that arrive together share one statement (group commit). Each item
+ * must still get its own answer, exactly as if it had been written alone.
+ */
+import assert from "node:assert/strict";
+import postgres from "postgres";
+import { DATABASE_URL, testClient } from "../helpers/db.ts";
+import { Batcher, ItemFailure } from "../../src/runtime/batcher.ts";
+
+Deno.test("Batcher: items added together go in one call, in order, and a failed call rejects only its batch", async () => {
+  const calls: number[][] = [];
+  const b = new Batcher<number, string>(async (items) => {
+    calls.push(items);
+    if (items.includes(13)) throw new Error("unlucky");
+    return items.map((i) => i === 7 ? new ItemFailure(new Error("seven alone")) : `#${i}`);
+  }, 3);
+  const first = await Promise.all([1, 2, 3, 4].map((i) => b.add(i)));
+  assert.deepEqual(first, ["#1", "#2", "#3", "#4"]);
+  assert.deepEqual(calls, [[1, 2, 3], [4]], "one call per maxBatch items");
+  const bad = b.add(13);
+  const good = b.add(5);
+  await assert.rejects(bad, /unlucky/);
+  await assert.rejects(good, /unlucky/, "the same batch shares its failure");
+  assert.equal(await b.add(6), "#6", "the next batch is written normally");
+  const [six, seven] = await Promise.allSettled([b.add(6), b.add(7)]);
+  assert.deepEqual(six, { status: "fulfilled", value: "#6" });
+  assert.match(String((seven as PromiseRejectedResult).reason), /seven alone/, "an ItemFailure rejects its item only");
+  await b.drain();
+  assert.equal(b.pending, 0);
+});
+
+/** Claims `count` HTTP jobs so that each gets a registered callback; returns [jobId, lease, callbackId]. */
+async function claimWithCallbacks(client: Awaited<ReturnType<typeof testClient>>["client"], count: number) {
+  await client.enqueueMany(Array.from({ length: count }, () => ({ kind: "fn" })));
+  const jobs = await client.engine.claim("default", count, "rt-test", { fn: 60_000 }, { fn: 60_000 });
+  assert.equal(jobs.length, count);
+  return jobs.map((j) => ({ id: j.id, lease: j.lease, callbackId: j.callbackId! }));
+}
+
+Deno.test("parks sent together are written together and each gets its own answer", async () => {
+  const { client, schema, drop } = await testClient();
+  const sql = postgres(DATABASE_URL, { max: 1, onnotice: () => {} });
+  try {
+    const jobs = await claimWithCallbacks(client, 20);
+    // Job 0's callback is resolved before its park: that park must do nothing.
+    await client.completeExternal(jobs[0].callbackId, { early: true });
+    // Job 1's park carries a stale lease: it must do nothing either.
+    const parked = await Promise.all(
+      jobs.map((j, i) => client.engine.park(j.id, i === 1 ? j.lease + 1 : j.lease, j.callbackId)),
+    );
+    assert.deepEqual(parked, jobs.map((_, i) => i > 1));
+    const rows = await sql.unsafe(`select id, state from "${schema}".jobs order by id`);
+    assert.deepEqual(rows.map((r) => r.state), ["completed", "running", ...Array(18).fill("waiting_external")]);
+  } finally {
+    await sql.end();
+    await drop();
+  }
+});
+
+Deno.test("callback resolutions sent together: each is resolved as if alone, duplicates and unknown ids included", async () => {
+  const { client, schema, drop } = await testClient();
+  const sql = postgres(DATABASE_URL, { max: 1, onnotice: () => {} });
+  try {
+    const jobs = await claimWithCallbacks(client, 12);
+    await Promise.all(jobs.map((j) => client.engine.park(j.id, j.lease, j.callbackId)));
+    const e = client.engine;
+    const results = await Promise.allSettled([
+      ...jobs.slice(0, 8).map((j, i) => e.resolveCallback(j.callbackId, "complete", { payload: { n: i } })),
+      e.resolveCallback(jobs[0].callbackId, "complete", { payload: { n: "again" } }), // duplicate in the batch
+      e.resolveCallback(jobs[8].callbackId, "fail", { error: "boom", retryable: false }),
+      e.resolveCallback(jobs[9].callbackId, "fail", { error: "flaky", retryable: true }),
+      e.resolveCallback(jobs[10].callbackId, "heartbeat", { timeoutSeconds: 120 }),
+      e.resolveCallback(crypto.randomUUID(), "complete", { payload: null }),
+      e.resolveCallback(jobs[11].callbackId, "complete", { payload: null }), // JSON null, not SQL NULL
+    ]);
+    const v = results.map((r) => (r.status === "fulfilled" ? r.value : r.reason));
+    for (let i = 0; i < 8; i++) assert.deepEqual([v[i].outcome, v[i].state], ["ok", "completed"]);
+    assert.equal(v[8].outcome, "not_pending", "the second complete of one callback finds it resolved");
+    assert.deepEqual([v[9].outcome, v[9].state], ["ok", "failed"]);
+    assert.deepEqual([v[10].outcome, v[10].state], ["ok", "retryable"]);
+    assert.equal(v[11].outcome, "ok");
+    assert.ok(v[11].timeoutAt instanceof Date && +v[11].timeoutAt > Date.now() + 100_000);
+    assert.equal(v[12].outcome, "not_found");
+    assert.deepEqual([v[13].outcome, v[13].state], ["ok", "completed"]);
+    const rows = await sql.unsafe(
+      `select id, state, result, result is null as sql_null from "${schema}".jobs order by id`,
+    );
+    assert.deepEqual(rows.slice(0, 8).map((r) => r.result), [0, 1, 2, 3, 4, 5, 6, 7].map((n) => ({ n })));
+    assert.deepEqual(rows.slice(8).map((r) => r.state), ["failed", "retryable", "waiting_external", "completed"]);
+    assert.equal(rows[11].sql_null, false, "a JSON null payload is stored as JSON null");
+  } finally {
+    await sql.end();
+    await drop();
+  }
+});
+
+Deno.test("a resolution the database refuses fails alone; the others in its batch are resolved", async () => {
+  const { client, schema, drop } = await testClient();
+  const sql = postgres(DATABASE_URL, { max: 1, onnotice: () => {} });
+  try {
+    const jobs = await claimWithCallbacks(client, 3);
+    await Promise.all(jobs.map((j) => client.engine.park(j.id, j.lease, j.callbackId)));
+    const e = client.engine;
+    const results = await Promise.allSettled([
+      e.resolveCallback(jobs[0].callbackId, "complete", { payload: 1 }),
+      // deno-lint-ignore no-explicit-any
+      e.resolveCallback(jobs[1].callbackId, "explode" as any, {}),
+      e.resolveCallback(jobs[2].callbackId, "complete", { payload: 3 }),
+    ]);
+    assert.equal(results[0].status, "fulfilled");
+    assert.equal(results[1].status, "rejected");
+    assert.match(String((results[1] as PromiseRejectedResult).reason), /unknown action/);
+    assert.equal(results[2].status, "fulfilled");
+    const rows = await sql.unsafe(`select state from "${schema}".jobs order by id`);
+    assert.deepEqual(rows.map((r) => r.state), ["completed", "waiting_external", "completed"]);
+  } finally {
+    await sql.end();
+    await drop();
+  }
+});
