@@ -24,23 +24,46 @@ Deno.test("Batcher: items added together go in one call, in order, and a failed 
   assert.equal(await b.add(6), "#6", "the next batch is written normally");
   const [six, seven] = await Promise.allSettled([b.add(6), b.add(7)]);
   assert.deepEqual(six, { status: "fulfilled", value: "#6" });
-  assert.match(String((seven as PromiseRejectedResult).reason), /seven alone/, "an ItemFailure rejects its item only");
+  assert.match(
+    String((seven as PromiseRejectedResult).reason),
+    /seven alone/,
+    "an ItemFailure rejects its item only",
+  );
   await b.drain();
   assert.equal(b.pending, 0);
 });
 
+type TestClient = Awaited<ReturnType<typeof testClient>>["client"];
+
+/** Runs `body` with a migrated client on a fresh schema and a plain connection, then drops both. */
+async function withSchema(body: (client: TestClient, schema: string, sql: postgres.Sql) => Promise<void>) {
+  const { client, schema, drop } = await testClient();
+  const sql = postgres(DATABASE_URL, { max: 1, onnotice: () => {} });
+  try {
+    await body(client, schema, sql);
+  } finally {
+    await sql.end();
+    await drop();
+  }
+}
+
 /** Claims `count` HTTP jobs so that each gets a registered callback; returns [jobId, lease, callbackId]. */
-async function claimWithCallbacks(client: Awaited<ReturnType<typeof testClient>>["client"], count: number) {
+async function claimWithCallbacks(client: TestClient, count: number) {
   await client.enqueueMany(Array.from({ length: count }, () => ({ kind: "fn" })));
   const jobs = await client.engine.claim("default", count, "rt-test", { fn: 60_000 }, { fn: 60_000 });
   assert.equal(jobs.length, count);
   return jobs.map((j) => ({ id: j.id, lease: j.lease, callbackId: j.callbackId! }));
 }
 
-Deno.test("parks sent together are written together and each gets its own answer", async () => {
-  const { client, schema, drop } = await testClient();
-  const sql = postgres(DATABASE_URL, { max: 1, onnotice: () => {} });
-  try {
+/** `count` HTTP jobs claimed and parked in `waiting_external`. */
+async function parkedWithCallbacks(client: TestClient, count: number) {
+  const jobs = await claimWithCallbacks(client, count);
+  await Promise.all(jobs.map((j) => client.engine.park(j.id, j.lease, j.callbackId)));
+  return jobs;
+}
+
+Deno.test("parks sent together are written together and each gets its own answer", () =>
+  withSchema(async (client, schema, sql) => {
     const jobs = await claimWithCallbacks(client, 20);
     // Job 0's callback is resolved before its park: that park must do nothing.
     await client.completeExternal(jobs[0].callbackId, { early: true });
@@ -50,19 +73,16 @@ Deno.test("parks sent together are written together and each gets its own answer
     );
     assert.deepEqual(parked, jobs.map((_, i) => i > 1));
     const rows = await sql.unsafe(`select id, state from "${schema}".jobs order by id`);
-    assert.deepEqual(rows.map((r) => r.state), ["completed", "running", ...Array(18).fill("waiting_external")]);
-  } finally {
-    await sql.end();
-    await drop();
-  }
-});
+    assert.deepEqual(rows.map((r) => r.state), [
+      "completed",
+      "running",
+      ...Array(18).fill("waiting_external"),
+    ]);
+  }));
 
-Deno.test("callback resolutions sent together: each is resolved as if alone, duplicates and unknown ids included", async () => {
-  const { client, schema, drop } = await testClient();
-  const sql = postgres(DATABASE_URL, { max: 1, onnotice: () => {} });
-  try {
-    const jobs = await claimWithCallbacks(client, 12);
-    await Promise.all(jobs.map((j) => client.engine.park(j.id, j.lease, j.callbackId)));
+Deno.test("callback resolutions sent together: each is resolved as if alone, duplicates and unknown ids included", () =>
+  withSchema(async (client, schema, sql) => {
+    const jobs = await parkedWithCallbacks(client, 12);
     const e = client.engine;
     const results = await Promise.allSettled([
       ...jobs.slice(0, 8).map((j, i) => e.resolveCallback(j.callbackId, "complete", { payload: { n: i } })),
@@ -86,20 +106,18 @@ Deno.test("callback resolutions sent together: each is resolved as if alone, dup
       `select id, state, result, result is null as sql_null from "${schema}".jobs order by id`,
     );
     assert.deepEqual(rows.slice(0, 8).map((r) => r.result), [0, 1, 2, 3, 4, 5, 6, 7].map((n) => ({ n })));
-    assert.deepEqual(rows.slice(8).map((r) => r.state), ["failed", "retryable", "waiting_external", "completed"]);
+    assert.deepEqual(rows.slice(8).map((r) => r.state), [
+      "failed",
+      "retryable",
+      "waiting_external",
+      "completed",
+    ]);
     assert.equal(rows[11].sql_null, false, "a JSON null payload is stored as JSON null");
-  } finally {
-    await sql.end();
-    await drop();
-  }
-});
+  }));
 
-Deno.test("a resolution the database refuses fails alone; the others in its batch are resolved", async () => {
-  const { client, schema, drop } = await testClient();
-  const sql = postgres(DATABASE_URL, { max: 1, onnotice: () => {} });
-  try {
-    const jobs = await claimWithCallbacks(client, 3);
-    await Promise.all(jobs.map((j) => client.engine.park(j.id, j.lease, j.callbackId)));
+Deno.test("a resolution the database refuses fails alone; the others in its batch are resolved", () =>
+  withSchema(async (client, schema, sql) => {
+    const jobs = await parkedWithCallbacks(client, 3);
     const e = client.engine;
     const results = await Promise.allSettled([
       e.resolveCallback(jobs[0].callbackId, "complete", { payload: 1 }),
@@ -113,8 +131,4 @@ Deno.test("a resolution the database refuses fails alone; the others in its batc
     assert.equal(results[2].status, "fulfilled");
     const rows = await sql.unsafe(`select state from "${schema}".jobs order by id`);
     assert.deepEqual(rows.map((r) => r.state), ["completed", "waiting_external", "completed"]);
-  } finally {
-    await sql.end();
-    await drop();
-  }
-});
+  }));
