@@ -48,6 +48,8 @@ export interface HttpRunnerDeps {
   logger?: Logger;
   /** The fetch to use (default the global one). */
   fetch?: typeof fetch;
+  /** Told of every park written in the background, so that shutdown can wait for them. */
+  onParking?: (parking: Promise<void>) => void;
 }
 
 /** The function request body (contract 2.1 plus `fail_url` and `heartbeat_url`). */
@@ -214,11 +216,23 @@ export function createHttpRunner(kind: string, config: HttpWorkerConfig, deps: H
     }
 
     if (status >= 200 && status < 300) {
-      // Parks unless the function already called back (or the job changed): either way nothing more to write.
-      const parked = await deps.engine.park(job.id, job.lease, callbackId);
-      if (!parked) {
-        logger?.debug(`svc: job ${job.id}: callback ${callbackId} resolved before the attempt was parked`);
-      }
+      // The function has the job: the slot is free now and the park is written in the background, as a
+      // completion is (parks that happen together share one statement). It parks unless the function
+      // already called back (or the job changed). A park that never lands leaves the attempt `running`
+      // without heartbeats, so the leader rescues and retries it.
+      const parking = deps.engine.park(job.id, job.lease, callbackId).then(
+        (parked) => {
+          if (!parked) {
+            logger?.debug(`svc: job ${job.id}: callback ${callbackId} resolved before the attempt was parked`);
+          }
+        },
+        (e) => {
+          logger?.error(
+            `svc: job ${job.id}: could not park the attempt (${(e as Error)?.message ?? e}); it will be rescued and retried`,
+          );
+        },
+      );
+      deps.onParking?.(parking);
       return PARKED;
     }
     const what = `function endpoint responded HTTP ${status}${statusText ? ` ${statusText}` : ""}` +

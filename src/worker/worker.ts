@@ -140,10 +140,15 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
   const id = `${hostname()}:${pid()}:${crypto.randomUUID().slice(0, 8)}`;
 
   const runners = new Map<string, KindRunner>();
+  /** Parks of HTTP attempts still being written (their slots are free already); shutdown waits for them. */
+  const parking = new Set<Promise<void>>();
   for (const [kind, entry] of Object.entries(opts.handlers ?? {})) runners.set(kind, toRunner(kind, entry));
   for (const [kind, cfg] of Object.entries(opts.httpWorkers ?? {})) {
     if (runners.has(kind)) throw new ValidationError(`kind ${kind} has both a handler and an HTTP worker; keep one`);
-    runners.set(kind, createHttpRunner(kind, cfg, { engine, logger }));
+    runners.set(kind, createHttpRunner(kind, cfg, { engine, logger, onParking: (p) => {
+      parking.add(p);
+      p.finally(() => parking.delete(p));
+    } }));
   }
   for (const [kind, r] of ext.runners ?? []) {
     if (runners.has(kind)) throw new ValidationError(`kind ${kind} has both a handler and an HTTP worker; keep one`);
@@ -260,6 +265,7 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
       rest.forEach((f) => f.abort("shutdown"));
       await Promise.allSettled(rest.map((f) => f.done));
       await completer.drain();
+      await Promise.allSettled([...parking]);
       await maintenance.stop();
       await heartbeat.stop();
       for (const stop of stops.reverse()) await stop().catch(() => {});

@@ -177,6 +177,34 @@ Deno.test("contract section 1 end to end: POST, 2xx parks and frees the slot, si
   });
 });
 
+Deno.test("parks are written after the slot is freed, and shutdown waits for them: every answered job ends parked", async () => {
+  const { client, drop } = await testClient();
+  const receiver = serveTest(createCallbackRouter(client, { auth: { kind: "unsigned" } }).fetch);
+  let answered = 0;
+  const fn = serveTest(async (req) => {
+    await req.json();
+    answered++;
+    return new Response(null, { status: 202 });
+  });
+  try {
+    const jobs = await client.enqueueMany(Array.from({ length: 30 }, () => ({ kind: "fn" })));
+    const { stop } = await startWorker(client, {
+      queues: { default: { maxWorkers: 10 } },
+      httpWorkers: { fn: { url: `${fn.url}/fn`, mode: "async", callbackBaseUrl: receiver.url } },
+    });
+    await waitFor(() => answered >= 5, 10_000, "the function to answer");
+    await stop(); // stops claiming, waits for the POSTs in flight, then for their parks
+    const states = await Promise.all(jobs.map(async (j) => (await client.getJob(j.id))!.state));
+    const parked = states.filter((s) => s === "waiting_external").length;
+    assert.equal(parked, answered, `every job the function answered is parked after shutdown: ${states.join(",")}`);
+    assert.ok(states.every((s) => s === "waiting_external" || s === "available"), states.join(","));
+  } finally {
+    await fn.close();
+    await receiver.close();
+    await drop();
+  }
+});
+
 Deno.test("a function that calls back before sending its own 2xx: the job is completed, nothing else written", async () => {
   let answer: { status: number; body: any } | undefined;
   await withHttpWorker({
