@@ -5,6 +5,8 @@
  */
 import { nextMacrotask } from "./runtime.ts";
 
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
 interface Pending<I, O> {
   item: I;
   resolve: (out: O) => void;
@@ -25,10 +27,13 @@ export class Batcher<I, O> {
    * @param write writes a batch and returns one output per item, in the items' order (an `ItemFailure`
    *   rejects that item alone); when it throws, every item of that batch rejects with its error.
    * @param maxBatch the most items one call takes.
+   * @param lingerMs how long a batch that is not full waits for more items before it is written (0:
+   *   one macrotask). Fewer, larger statements cost the database less CPU, for that much latency.
    */
   constructor(
     private readonly write: (items: I[]) => Promise<(O | ItemFailure)[]>,
     private readonly maxBatch = 500,
+    private readonly lingerMs = 0,
   ) {}
 
   /** Queues an item; resolves with its output once its batch is written. */
@@ -65,6 +70,7 @@ export class Batcher<I, O> {
   private async flush(): Promise<void> {
     try {
       while (this.queue.length > 0) {
+        if (this.lingerMs > 0 && this.queue.length < this.maxBatch) await sleep(this.lingerMs);
         const batch = this.queue.splice(0, this.maxBatch);
         let out: (O | ItemFailure)[];
         try {

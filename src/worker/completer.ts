@@ -9,6 +9,13 @@ import type { Logger } from "../types.ts";
 import { sleep } from "./wakeup.ts";
 import { Batcher } from "../runtime/batcher.ts";
 
+/**
+ * How long a completion waits for others to share its statement. Without it, at `maxWorkers: 10` every
+ * claim of 10 was followed by a completion statement of about 10; waiting 1 ms halves the completion
+ * statements and the database CPU they take from the claims (drain at concurrency 10: +20 % here).
+ */
+export const COMPLETION_LINGER_MS = 1;
+
 export class Completer {
   private readonly batcher: Batcher<Completion, boolean>;
 
@@ -18,11 +25,13 @@ export class Completer {
     readonly deleteRows: boolean,
     private readonly logger: Logger,
     maxBatch = 1000,
+    /** A batch waits this long for more completions (group commit), unless it is full. */
+    lingerMs = COMPLETION_LINGER_MS,
   ) {
     this.batcher = new Batcher(async (items) => {
       const done = new Set(await this.write(items));
       return items.map((c) => done.has(c.id));
-    }, maxBatch);
+    }, maxBatch, lingerMs);
   }
 
   /** Queues a completion; resolves true when it was written (false when the attempt was no longer current). */

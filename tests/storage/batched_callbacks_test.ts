@@ -5,33 +5,6 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
 import { DATABASE_URL, testClient } from "../helpers/db.ts";
-import { Batcher, ItemFailure } from "../../src/runtime/batcher.ts";
-
-Deno.test("Batcher: items added together go in one call, in order, and a failed call rejects only its batch", async () => {
-  const calls: number[][] = [];
-  const b = new Batcher<number, string>(async (items) => {
-    calls.push(items);
-    if (items.includes(13)) throw new Error("unlucky");
-    return items.map((i) => i === 7 ? new ItemFailure(new Error("seven alone")) : `#${i}`);
-  }, 3);
-  const first = await Promise.all([1, 2, 3, 4].map((i) => b.add(i)));
-  assert.deepEqual(first, ["#1", "#2", "#3", "#4"]);
-  assert.deepEqual(calls, [[1, 2, 3], [4]], "one call per maxBatch items");
-  const bad = b.add(13);
-  const good = b.add(5);
-  await assert.rejects(bad, /unlucky/);
-  await assert.rejects(good, /unlucky/, "the same batch shares its failure");
-  assert.equal(await b.add(6), "#6", "the next batch is written normally");
-  const [six, seven] = await Promise.allSettled([b.add(6), b.add(7)]);
-  assert.deepEqual(six, { status: "fulfilled", value: "#6" });
-  assert.match(
-    String((seven as PromiseRejectedResult).reason),
-    /seven alone/,
-    "an ItemFailure rejects its item only",
-  );
-  await b.drain();
-  assert.equal(b.pending, 0);
-});
 
 type TestClient = Awaited<ReturnType<typeof testClient>>["client"];
 
