@@ -25,7 +25,7 @@ import { failJob, heartbeatJobs, parkJobs, snoozeJob } from "./fail.ts";
 import { bulkCancel, bulkRetry, cancelJob, getJob, listJobs, retryJob } from "./admin.ts";
 import { listQueues, setQueuePaused } from "./queues.ts";
 import { getCallback, listCallbacks, registerCallback, resolveCallbacks, type ResolveRequest } from "./callbacks.ts";
-import { cleanupFinished, expireCallbacks, promoteDue, rescueStale } from "./maintenance.ts";
+import { cleanupFinished, expireCallbacks, promoteDue, refreshStatistics, rescueStale } from "./maintenance.ts";
 import { deleteRuntime, listRuntimes, upsertRuntime } from "./runtimes.ts";
 import { Batcher } from "../../runtime/batcher.ts";
 
@@ -125,6 +125,9 @@ export class CanonicalEngine implements StorageEngine {
   }
   cleanup(retention: Retention): Promise<number> {
     return cleanupFinished(this.db, this.n, retention);
+  }
+  refreshStatistics(): Promise<boolean> {
+    return refreshStatistics(this.db, this.n);
   }
   upsertRuntime(r: RuntimeReport): Promise<void> {
     return upsertRuntime(this.db, this.n, r);

@@ -12,6 +12,7 @@ import { promote } from "./promote.ts";
 import { rescue } from "./rescue.ts";
 import { expireCallbacks } from "./callback_timeouts.ts";
 import { cleanup } from "./cleanup.ts";
+import { statistics } from "./statistics.ts";
 
 /** What duties get. */
 export interface MaintenanceContext {
@@ -49,6 +50,7 @@ export class MaintenanceLoop {
       { name: "callback_timeouts", everyMs: intervalMs, run: expireCallbacks },
       { name: "rescue", everyMs: intervalMs, run: rescue },
       { name: "cleanup", everyMs: 60_000, run: cleanup },
+      { name: "statistics", everyMs: Math.max(intervalMs, 5_000), run: statistics },
       ...extraDuties,
     ];
   }
