@@ -105,3 +105,21 @@ Deno.test("a resolution the database refuses fails alone; the others in its batc
     const rows = await sql.unsafe(`select state from "${schema}".jobs order by id`);
     assert.deepEqual(rows.map((r) => r.state), ["completed", "waiting_external", "completed"]);
   }));
+
+Deno.test("large payloads resolved together are split across statements and each lands on its own job", () =>
+  withSchema(async (client, schema, sql) => {
+    const jobs = await parkedWithCallbacks(client, 10);
+    const big = (i: number) => ({ i, blob: String.fromCharCode(97 + i).repeat(1024 * 1024 - 32) });
+    const results = await Promise.all(
+      jobs.map((j, i) => client.engine.resolveCallback(j.callbackId, "complete", { payload: big(i) })),
+    );
+    assert.deepEqual(results.map((r) => [r.outcome, r.jobId]), jobs.map((j) => ["ok", j.id]));
+    const rows = await sql.unsafe(
+      `select id, (result->>'i')::int as i, length(result->>'blob') as len, left(result->>'blob', 1) as c
+         from "${schema}".jobs order by id`,
+    );
+    assert.deepEqual(
+      rows.map((r) => [Number(r.id), r.i, r.len, r.c]),
+      jobs.map((j, i) => [j.id, i, 1024 * 1024 - 32, String.fromCharCode(97 + i)]),
+    );
+  }));

@@ -93,25 +93,53 @@ export async function resolveCallbacks(
   n: SchemaNames,
   qs: ResolveRequest[],
 ): Promise<(CallbackResolution | ItemFailure)[]> {
-  if (qs.length === 1) return [await resolveCallback(db, n, qs[0])];
-  let rows: Row[];
-  try {
-    rows = await db.query(`select * from ${n.q}.resolve_callbacks($1::text::json)`, [
-      JSON.stringify(qs.map((q, ord) => ({
-        ord,
-        id: q.id,
-        action: q.action,
-        payload: q.payload === undefined ? null : JSON.stringify(q.payload),
-        error: q.error ?? null,
-        retryable: q.retryable ?? null,
-        timeout_seconds: q.timeoutSeconds ?? null,
-      }))),
-    ]);
-  } catch {
-    const alone = await Promise.allSettled(qs.map((q) => resolveCallback(db, n, q)));
-    return alone.map((r) => r.status === "fulfilled" ? r.value : new ItemFailure(r.reason));
+  // Payloads can be up to 1 MiB each: statements carry at most BATCH_BYTES of them (or one item).
+  const encoded = qs.map((q, ord) =>
+    JSON.stringify({
+      ord,
+      id: q.id,
+      action: q.action,
+      payload: q.payload === undefined ? null : JSON.stringify(q.payload),
+      error: q.error ?? null,
+      retryable: q.retryable ?? null,
+      timeout_seconds: q.timeoutSeconds ?? null,
+    })
+  );
+  const out: (CallbackResolution | ItemFailure)[] = new Array(qs.length);
+  for (let start = 0; start < qs.length;) {
+    let end = start + 1;
+    let bytes = encoded[start].length;
+    while (end < qs.length && bytes + encoded[end].length <= BATCH_BYTES) bytes += encoded[end++].length;
+    await resolveChunk(db, n, qs, encoded, start, end, out);
+    start = end;
   }
-  const out: CallbackResolution[] = new Array(qs.length);
-  for (const r of rows) out[Number(r.ord)] = rowToResolution(r);
   return out;
+}
+
+/** Most bytes of encoded resolutions in one statement. */
+const BATCH_BYTES = 4 * 1024 * 1024;
+
+/** Resolves `qs[start..end)` in one statement into `out`; if it fails as a whole, each item alone. */
+async function resolveChunk(
+  db: Db,
+  n: SchemaNames,
+  qs: ResolveRequest[],
+  encoded: string[],
+  start: number,
+  end: number,
+  out: (CallbackResolution | ItemFailure)[],
+): Promise<void> {
+  if (end - start > 1) {
+    try {
+      const rows = await db.query(`select * from ${n.q}.resolve_callbacks($1::text::json)`, [
+        `[${encoded.slice(start, end).join(",")}]`,
+      ]);
+      for (const r of rows) out[Number(r.ord)] = rowToResolution(r);
+      return;
+    } catch {
+      // a deadlock with another batch, or one item the database refuses: each alone below
+    }
+  }
+  const alone = await Promise.allSettled(qs.slice(start, end).map((q) => resolveCallback(db, n, q)));
+  alone.forEach((r, i) => out[start + i] = r.status === "fulfilled" ? r.value : new ItemFailure(r.reason));
 }
