@@ -14,8 +14,8 @@ begin
     select i.*
       from json_to_recordset(p_items) as i(ord integer, id uuid, action text, payload text, error text,
                                            retryable boolean, timeout_seconds integer)
-      left join callbacks c on c.id = i.id
-     order by c.job_id nulls last, i.ord
+     -- one index probe per item (a join would hash the whole callbacks table)
+     order by (select c.job_id from callbacks c where c.id = i.id) nulls last, i.ord
   loop
     return query select r.ord, x.outcome, x.job_id, x.state, x.timeout_at
       from resolve_callback(r.id, r.action, r.payload::jsonb, r.error, r.retryable, r.timeout_seconds) x;

@@ -156,7 +156,7 @@ export interface StorageEngine {
   rescue(rescueAfterMs: number): Promise<MaintainedJob[]>;
   expireCallbacks(): Promise<MaintainedJob[]>;
   cleanup(retention: Retention): Promise<number>;
-  /** Refreshes the planner statistics of the job storage when they are missing or far behind; whether it did. */
+  /** Refreshes the planner statistics of the job storage (jobs, callbacks) when missing or far behind; whether it did. */
   refreshStatistics(): Promise<boolean>;
 
   upsertRuntime(r: RuntimeReport): Promise<void>;

@@ -53,11 +53,13 @@ export async function parkJobs(db: Db, n: SchemaNames, items: ParkRequest[]): Pr
       where (select v from async_commit) = 'off'
         and j.id = any($2::bigint[]) and j.state = 'running' and j.id = u.id and j.lease = u.lease
         and j.callback_id = u.callback_id
-        and exists (select 1 from ${n.q}.callbacks c where c.id = u.callback_id and c.state = 'pending')
+        and exists (select 1 from ${n.q}.callbacks c
+                     where c.id = any($3::uuid[]) and c.id = u.callback_id and c.state = 'pending')
       returning j.id`,
     [
       JSON.stringify(items.map((p) => ({ id: p.id, lease: p.lease, callback_id: p.callbackId }))),
       items.map((p) => p.id),
+      items.map((p) => p.callbackId),
     ],
   );
   return rows.map((r) => Number(r.id));

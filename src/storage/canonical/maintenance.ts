@@ -71,7 +71,7 @@ export async function expireCallbacks(db: Db, n: SchemaNames): Promise<Maintaine
        returning j.id, j.kind, j.state::text as state, due.callback_id),
      cb as (
        update ${n.q}.callbacks c set state = 'expired', resolved_at = now()
-        where c.id in (select callback_id from upd) and c.state = 'pending' returning c.id)
+        where c.id = any(array(select callback_id from upd)) and c.state = 'pending' returning c.id)
      select upd.*, (select count(*) from cb) as expired,
             pg_notify($2, upd.callback_id::text)::text as notified from upd`,
     [BATCH, n.callbacksChannel],
@@ -106,31 +106,30 @@ export async function cleanupFinished(db: Db, n: SchemaNames, r: Retention): Pro
   return total;
 }
 
-/** Below this many row changes the jobs table's statistics are never refreshed by svc. */
+/** Below this many row changes a table's statistics are never refreshed by svc. */
 const STATS_MIN_CHANGES = 1000;
 
 /**
- * Runs ANALYZE on the jobs table when its planner statistics are missing or far behind: never
- * analyzed and at least 1,000 rows changed, or more rows changed since the last ANALYZE than
- * max(10,000, twice the rows it counted). Autovacuum normally does this earlier (after 10 %); this is
- * the backstop for a burst it has not caught up with yet, or a server with autovacuum off. Without
- * statistics PostgreSQL took a claim for a scan of the whole backlog plus a sort: 73 ms per claim of
- * 10 with 200,000 available jobs, 1 ms after ANALYZE. Returns whether it analyzed.
+ * Runs ANALYZE on the jobs and callbacks tables when their planner statistics are missing or far
+ * behind: never analyzed and at least 1,000 rows changed, or more rows changed since the last ANALYZE
+ * than max(10,000, twice the rows it counted). Autovacuum normally does this earlier (after 10 %);
+ * this is the backstop for a burst it has not caught up with yet, or a server with autovacuum off.
+ * Without statistics PostgreSQL took a claim for a scan of the whole backlog plus a sort: 73 ms per
+ * claim of 10 with 200,000 available jobs, 1 ms after ANALYZE. Returns whether it analyzed.
  */
 export async function refreshStatistics(db: Db, n: SchemaNames): Promise<boolean> {
   const rows = await db.query(
-    `select c.reltuples::float8 as reltuples, coalesce(s.n_mod_since_analyze, 0)::float8 as changed,
+    `select c.relname, c.reltuples::float8 as reltuples, coalesce(s.n_mod_since_analyze, 0)::float8 as changed,
             (s.last_analyze is null and s.last_autoanalyze is null) as never
        from pg_class c left join pg_stat_user_tables s on s.relid = c.oid
-      where c.oid = to_regclass($1)`,
-    [`${n.q}.jobs`],
+      where c.oid in (to_regclass($1), to_regclass($2))`,
+    [`${n.q}.jobs`, `${n.q}.callbacks`],
   );
-  if (rows.length === 0) return false;
-  const { reltuples, changed, never } = rows[0];
-  const due = never || reltuples < 0
-    ? changed >= STATS_MIN_CHANGES
-    : changed > Math.max(10 * STATS_MIN_CHANGES, 2 * reltuples);
-  if (!due) return false;
-  await db.query(`analyze ${n.q}.jobs`);
-  return true;
+  const due = rows.filter(({ reltuples, changed, never }) =>
+    never || reltuples < 0
+      ? changed >= STATS_MIN_CHANGES
+      : changed > Math.max(10 * STATS_MIN_CHANGES, 2 * reltuples)
+  );
+  for (const r of due) await db.query(`analyze ${n.q}.${r.relname === "jobs" ? "jobs" : "callbacks"}`);
+  return due.length > 0;
 }
