@@ -28,6 +28,25 @@ export async function testClient(
   };
 }
 
+/**
+ * Runs `body` with a migrated client on a fresh schema (`opts` as for `testClient`) and a plain
+ * postgres.js connection of its own (`sqlMax` connections, default 1); drops both afterwards.
+ */
+export async function withSchema(
+  body: (client: Client, schema: string, sql: postgres.Sql) => Promise<void>,
+  opts: Partial<ClientOptions> & { sqlMax?: number } = {},
+): Promise<void> {
+  const { sqlMax, ...clientOpts } = opts;
+  const { client, schema, drop } = await testClient(clientOpts);
+  const sql = postgres(DATABASE_URL, { max: sqlMax ?? 1, onnotice: () => {} });
+  try {
+    await body(client, schema, sql);
+  } finally {
+    await sql.end();
+    await drop();
+  }
+}
+
 /** Drops a schema with everything in it. */
 export async function dropSchema(schema: string): Promise<void> {
   const sql = postgres(DATABASE_URL, { max: 1, onnotice: () => {} });

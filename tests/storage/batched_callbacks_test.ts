@@ -3,25 +3,11 @@
  * must still get its own answer, exactly as if it had been written alone.
  */
 import assert from "node:assert/strict";
-import postgres from "postgres";
-import { DATABASE_URL, testClient } from "../helpers/db.ts";
-
-type TestClient = Awaited<ReturnType<typeof testClient>>["client"];
-
-/** Runs `body` with a migrated client on a fresh schema and a plain connection, then drops both. */
-async function withSchema(body: (client: TestClient, schema: string, sql: postgres.Sql) => Promise<void>) {
-  const { client, schema, drop } = await testClient();
-  const sql = postgres(DATABASE_URL, { max: 1, onnotice: () => {} });
-  try {
-    await body(client, schema, sql);
-  } finally {
-    await sql.end();
-    await drop();
-  }
-}
+import { withSchema } from "../helpers/db.ts";
+import type { Client } from "../../src/client/client.ts";
 
 /** Claims `count` HTTP jobs so that each gets a registered callback; returns [jobId, lease, callbackId]. */
-async function claimWithCallbacks(client: TestClient, count: number) {
+async function claimWithCallbacks(client: Client, count: number) {
   await client.enqueueMany(Array.from({ length: count }, () => ({ kind: "fn" })));
   const jobs = await client.engine.claim("default", count, "rt-test", { fn: 60_000 }, { fn: 60_000 });
   assert.equal(jobs.length, count);
@@ -29,7 +15,7 @@ async function claimWithCallbacks(client: TestClient, count: number) {
 }
 
 /** `count` HTTP jobs claimed and parked in `waiting_external`. */
-async function parkedWithCallbacks(client: TestClient, count: number) {
+async function parkedWithCallbacks(client: Client, count: number) {
   const jobs = await claimWithCallbacks(client, count);
   await Promise.all(jobs.map((j) => client.engine.park(j.id, j.lease, j.callbackId)));
   return jobs;

@@ -6,25 +6,27 @@
  */
 import assert from "node:assert/strict";
 import postgres from "postgres";
-import { DATABASE_URL, testClient, waitFor } from "../helpers/db.ts";
+import { waitFor, withSchema } from "../helpers/db.ts";
 
-Deno.test("claims with callbacks, batched parks and batched resolutions never scan the callbacks table", async () => {
+Deno.test("claims with callbacks, batched parks and batched resolutions never scan the callbacks table", () =>
   // One connection, so that its statistics can be flushed on demand before each reading.
-  const { client, schema, drop } = await testClient({ maxConnections: 1 });
-  const sql = postgres(DATABASE_URL, { max: 1, onnotice: () => {} });
-  const seqScans = async () => {
-    await client.sql.unsafe(`select pg_stat_force_next_flush()`);
-    await client.sql.unsafe(`select 1`);
-    return (await waitFor(async () => {
-      await sql.unsafe(`select pg_stat_clear_snapshot()`);
-      const [r] = await sql.unsafe(
-        `select seq_scan::int as n from pg_stat_user_tables where schemaname = $1 and relname = 'callbacks'`,
-        [schema],
-      );
-      return r ? { n: Number(r.n) } : null;
-    }, 10_000, "callbacks statistics"))!;
-  };
-  try {
+  withSchema(async (client, schema, sql) => {
+    const seqScans = async () => {
+      await client.sql.unsafe(`select pg_stat_force_next_flush()`);
+      await client.sql.unsafe(`select 1`);
+      return (await waitFor(
+        async () => {
+          await sql.unsafe(`select pg_stat_clear_snapshot()`);
+          const [r] = await sql.unsafe(
+            `select seq_scan::int as n from pg_stat_user_tables where schemaname = $1 and relname = 'callbacks'`,
+            [schema],
+          );
+          return r ? { n: Number(r.n) } : null;
+        },
+        10_000,
+        "callbacks statistics",
+      ))!;
+    };
     // 3,000 attempts with callbacks already in the table, as after a while of HTTP traffic.
     await client.enqueueMany(Array.from({ length: 3000 }, () => ({ kind: "fn" })));
     const old = await client.engine.claim("default", 3000, "rt", { fn: 60_000 }, { fn: 60_000 });
@@ -45,8 +47,4 @@ Deno.test("claims with callbacks, batched parks and batched resolutions never sc
     assert.ok(done.every((r) => r.outcome === "ok" && r.state === "completed"));
 
     assert.equal((await seqScans()).n, before, "no sequential scan of callbacks");
-  } finally {
-    await sql.end();
-    await drop();
-  }
-});
+  }, { maxConnections: 1 }));

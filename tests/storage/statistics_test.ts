@@ -5,20 +5,28 @@
  */
 import assert from "node:assert/strict";
 import postgres from "postgres";
-import { DATABASE_URL, testClient, waitFor } from "../helpers/db.ts";
+import { waitFor, withSchema } from "../helpers/db.ts";
 import { FAST, startWorker } from "../helpers/worker.ts";
 
 /** Changes since the last ANALYZE and whether there was one, once the counters show at least `min` changes. */
-async function stats(sql: postgres.Sql, schema: string, min = 0): Promise<{ changed: number; analyzed: boolean }> {
-  return (await waitFor(async () => {
-    await sql.unsafe(`select pg_stat_clear_snapshot()`);
-    const [r] = await sql.unsafe(
-      `select n_mod_since_analyze::int as changed, last_analyze is not null as analyzed
+async function stats(
+  sql: postgres.Sql,
+  schema: string,
+  min = 0,
+): Promise<{ changed: number; analyzed: boolean }> {
+  return (await waitFor(
+    async () => {
+      await sql.unsafe(`select pg_stat_clear_snapshot()`);
+      const [r] = await sql.unsafe(
+        `select n_mod_since_analyze::int as changed, last_analyze is not null as analyzed
          from pg_stat_user_tables where schemaname = $1 and relname = 'jobs'`,
-      [schema],
-    );
-    return r && r.changed >= min ? { changed: Number(r.changed), analyzed: Boolean(r.analyzed) } : null;
-  }, 15_000, `statistics counters of ${schema}.jobs`))!;
+        [schema],
+      );
+      return r && r.changed >= min ? { changed: Number(r.changed), analyzed: Boolean(r.analyzed) } : null;
+    },
+    15_000,
+    `statistics counters of ${schema}.jobs`,
+  ))!;
 }
 
 /** Inserts `n` jobs on `sql`'s own connection and flushes its statistics counters at once. */
@@ -27,13 +35,15 @@ async function insertJobs(sql: postgres.Sql, schema: string, n: number) {
   await sql.unsafe(`insert into "${schema}".jobs (kind) select 'k' from generate_series(1, ${n})`);
 }
 
-Deno.test("refreshStatistics: analyzes a never-analyzed jobs table with a backlog, then not again until it is far behind", async () => {
-  const { client, schema, drop } = await testClient();
-  const sql = postgres(DATABASE_URL, { max: 1, onnotice: () => {} });
-  try {
+Deno.test("refreshStatistics: analyzes a never-analyzed jobs table with a backlog, then not again until it is far behind", () =>
+  withSchema(async (client, schema, sql) => {
     await insertJobs(sql, schema, 500);
     await stats(sql, schema, 500);
-    assert.equal(await client.engine.refreshStatistics(), false, "500 changes: below the floor, nothing to do");
+    assert.equal(
+      await client.engine.refreshStatistics(),
+      false,
+      "500 changes: below the floor, nothing to do",
+    );
 
     await insertJobs(sql, schema, 1500);
     await stats(sql, schema, 2000);
@@ -41,30 +51,34 @@ Deno.test("refreshStatistics: analyzes a never-analyzed jobs table with a backlo
     const after = await stats(sql, schema);
     assert.equal(after.analyzed, true);
     assert.equal(after.changed, 0);
-    const [{ reltuples }] = await sql.unsafe(`select reltuples::int from pg_class where oid = $1::regclass`, [`"${schema}".jobs`]);
+    const [{ reltuples }] = await sql.unsafe(`select reltuples::int from pg_class where oid = $1::regclass`, [
+      `"${schema}".jobs`,
+    ]);
     assert.equal(reltuples, 2000);
 
     // 2,000 more changes on a table analyzed at 2,000 rows: within max(10,000, 2 x 2,000), left to autovacuum.
     await insertJobs(sql, schema, 2000);
     await stats(sql, schema, 2000);
     assert.equal(await client.engine.refreshStatistics(), false);
-  } finally {
-    await sql.end();
-    await drop();
-  }
-});
+  }));
 
-Deno.test("the leader's statistics duty analyzes a backlog enqueued into a fresh table, and claims then use the claim index", async () => {
-  const { client, schema, drop } = await testClient();
-  const sql = postgres(DATABASE_URL, { max: 1, onnotice: () => {} });
-  try {
+Deno.test("the leader's statistics duty analyzes a backlog enqueued into a fresh table, and claims then use the claim index", () =>
+  withSchema(async (client, schema, sql) => {
     // Enqueued into a paused queue so that the worker claims nothing while we look at the plan.
     await client.pauseQueue("default");
     await insertJobs(sql, schema, 5000);
     await stats(sql, schema, 5000);
-    const { stop } = await startWorker(client, { ...FAST, queues: { default: { maxWorkers: 2 } }, handlers: { k: () => {} } });
+    const { stop } = await startWorker(client, {
+      ...FAST,
+      queues: { default: { maxWorkers: 2 } },
+      handlers: { k: () => {} },
+    });
     try {
-      await waitFor(async () => (await stats(sql, schema)).analyzed, 15_000, "the leader to analyze the jobs table");
+      await waitFor(
+        async () => (await stats(sql, schema)).analyzed,
+        15_000,
+        "the leader to analyze the jobs table",
+      );
     } finally {
       await stop();
     }
@@ -75,8 +89,29 @@ Deno.test("the leader's statistics duty analyzes a backlog enqueued into a fresh
     const text = plan.map((r) => r["QUERY PLAN"]).join("\n");
     assert.match(text, /Index Scan using jobs_claim_idx/, text);
     assert.doesNotMatch(text, /Sort/, text);
-  } finally {
-    await sql.end();
-    await drop();
-  }
-});
+  }));
+
+Deno.test("refreshStatistics never waits for the table lock (an autovacuum at work holds it): it gives up and tries again later", () =>
+  withSchema(async (client, schema, sql) => {
+    await insertJobs(sql, schema, 2000);
+    await stats(sql, schema, 2000);
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    let locked!: () => void;
+    const isLocked = new Promise<void>((r) => (locked = r));
+    // The lock an autovacuum (or a manual VACUUM/ANALYZE) takes.
+    const holder = sql.begin(async (tx) => {
+      await tx.unsafe(`lock table "${schema}".jobs in share update exclusive mode`);
+      locked();
+      await held;
+    });
+    await isLocked;
+    const t0 = performance.now();
+    assert.equal(await client.engine.refreshStatistics(), false, "gave up");
+    assert.ok(performance.now() - t0 < 900, "before deadlock_timeout, so no autovacuum would be cancelled");
+    assert.equal((await stats(sql, schema)).analyzed, false);
+    release();
+    await holder;
+    assert.equal(await client.engine.refreshStatistics(), true, "analyzed once the lock is free");
+    assert.equal((await stats(sql, schema)).analyzed, true);
+  }, { sqlMax: 2 }));

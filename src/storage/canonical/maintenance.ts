@@ -115,7 +115,8 @@ const STATS_MIN_CHANGES = 1000;
  * than max(10,000, twice the rows it counted). Autovacuum normally does this earlier (after 10 %);
  * this is the backstop for a burst it has not caught up with yet, or a server with autovacuum off.
  * Without statistics PostgreSQL took a claim for a scan of the whole backlog plus a sort: 73 ms per
- * claim of 10 with 200,000 available jobs, 1 ms after ANALYZE. Returns whether it analyzed.
+ * claim of 10 with 200,000 available jobs, 1 ms after ANALYZE. It never waits for a table lock (an
+ * autovacuum at work holds it). Returns whether it analyzed.
  */
 export async function refreshStatistics(db: Db, n: SchemaNames): Promise<boolean> {
   const rows = await db.query(
@@ -130,6 +131,20 @@ export async function refreshStatistics(db: Db, n: SchemaNames): Promise<boolean
       ? changed >= STATS_MIN_CHANGES
       : changed > Math.max(10 * STATS_MIN_CHANGES, 2 * reltuples)
   );
-  for (const r of due) await db.query(`analyze ${n.q}.${r.relname === "jobs" ? "jobs" : "callbacks"}`);
-  return due.length > 0;
+  let analyzed = false;
+  for (const r of due) {
+    // Never wait on a lock: an autovacuum at work on the table holds it, and a waiter would cancel that
+    // autovacuum after deadlock_timeout (1 s). Give up at once instead; the next tick tries again.
+    const table = `${n.q}.${r.relname === "jobs" ? "jobs" : "callbacks"}`;
+    try {
+      await db.begin(async (tx) => {
+        await tx.query(`select set_config('lock_timeout', '50ms', true)`);
+        await tx.query(`analyze ${table}`);
+      });
+      analyzed = true;
+    } catch (e) {
+      if ((e as { code?: string }).code !== "55P03") throw e; // lock_not_available
+    }
+  }
+  return analyzed;
 }
