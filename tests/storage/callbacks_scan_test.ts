@@ -5,7 +5,6 @@
  * sequential scans PostgreSQL records on the callbacks table around each statement.
  */
 import assert from "node:assert/strict";
-import postgres from "postgres";
 import { waitFor, withSchema } from "../helpers/db.ts";
 
 Deno.test("claims with callbacks, batched parks and batched resolutions never scan the callbacks table", () =>
