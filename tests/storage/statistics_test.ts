@@ -4,7 +4,7 @@
  * ANALYZE). The leader analyzes the table when its statistics are missing or far behind.
  */
 import assert from "node:assert/strict";
-import postgres from "postgres";
+import type postgres from "postgres";
 import { waitFor, withSchema } from "../helpers/db.ts";
 import { FAST, startWorker } from "../helpers/worker.ts";
 
