@@ -25,16 +25,24 @@ export async function promoteDue(db: Db, n: SchemaNames): Promise<number> {
   }
 }
 
-/** Fails or retries running attempts whose heartbeat is stale or whose hard deadline passed. */
+/**
+ * How long after an attempt's hard deadline the leader steps in. The worker running it enforces the
+ * deadline itself (its handler's signal aborts with reason `deadline`); the leader is the backstop for
+ * a worker that cannot (an event loop blocked by the handler), so it leaves the worker this long first.
+ */
+export const DEADLINE_GRACE_MS = 2_000;
+
+/** Fails or retries running attempts whose heartbeat is stale or whose hard deadline passed (plus the grace). */
 export async function rescueStale(db: Db, n: SchemaNames, rescueAfterMs: number): Promise<MaintainedJob[]> {
   const rows = await db.query(
     `with stale as (
-       select id, case when deadline_at < now() then 'deadline exceeded'
+       select id, case when deadline_at < now() - $4::bigint * interval '1 millisecond' then 'deadline exceeded'
                        else 'heartbeat stale: worker presumed dead' end as reason,
               attempt >= max_attempts as final
          from ${n.q}.jobs
         where state = 'running'
-          and (heartbeat_at < now() - $1::bigint * interval '1 millisecond' or deadline_at < now())
+          and (heartbeat_at < now() - $1::bigint * interval '1 millisecond'
+               or deadline_at < now() - $4::bigint * interval '1 millisecond')
         limit $2 for update skip locked),
      upd as (
        update ${n.q}.jobs j
@@ -47,7 +55,7 @@ export async function rescueStale(db: Db, n: SchemaNames, rescueAfterMs: number)
          from stale where j.id = stale.id
        returning j.id, j.kind, j.state::text as state, stale.reason)
      select upd.*, pg_notify($3, upd.id::text)::text as notified from upd`,
-    [rescueAfterMs, BATCH, n.cancelChannel],
+    [rescueAfterMs, BATCH, n.cancelChannel, DEADLINE_GRACE_MS],
   );
   return rows.map((r) => ({ id: Number(r.id), kind: r.kind, state: r.state, reason: r.reason }));
 }
