@@ -1,7 +1,7 @@
 /**
  * Callback signatures (contract 5): the lowercase hex BLAKE3 keyed hash of the callback id (UTF-8),
  * keyed with a 32-byte secret. It is not computed over the request body and is not RFC HMAC,
- * despite the option name `hmac_secret`. Test vectors: `shared/vectors/callback_signatures.json`.
+ * despite the option name `hmac_secret`. Test vectors: `tests/fixtures/vectors/callback_signatures.json` (a copy of the spec's shared vectors).
  *
  * @module
  */

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { readVectors } from "../helpers/vectors.ts";
 import {
   CALLBACK_ACTIONS,
   type CallbackAction,
@@ -16,9 +17,7 @@ interface UrlCase {
   url: string;
 }
 
-const vectors: { about: string; cases: UrlCase[] } = JSON.parse(
-  await Deno.readTextFile(new URL("../../../shared/vectors/callback_urls.json", import.meta.url)),
-);
+const vectors: { about: string; cases: UrlCase[] } = await readVectors("callback_urls.json");
 
 const ID = "550e8400-e29b-41d4-a716-446655440000";
 

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { parseSecret, sign, SIGNATURE_HEADER, verify } from "../../src/contract/mod.ts";
+import { readVectors } from "../helpers/vectors.ts";
 
 interface SignatureCase {
   secret_hex: string;
@@ -7,9 +8,7 @@ interface SignatureCase {
   signature: string;
 }
 
-const vectors: { about: string; cases: SignatureCase[] } = JSON.parse(
-  await Deno.readTextFile(new URL("../../../shared/vectors/callback_signatures.json", import.meta.url)),
-);
+const vectors: { about: string; cases: SignatureCase[] } = await readVectors("callback_signatures.json");
 
 const KEY = parseSecret("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f");
 const ID = "b2221a58-008a-45a6-8464-7159c324c985";
