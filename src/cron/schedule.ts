@@ -90,7 +90,13 @@ export function nextFireAfter(expr: string, timezone: string | undefined, after:
 }
 
 /** Checks the arguments of a fire-time window and compiles the expression. */
-function compileWindow(expr: string, timezone: string | undefined, after: Date, until: Date, max: number): Cron {
+function compileWindow(
+  expr: string,
+  timezone: string | undefined,
+  after: Date,
+  until: Date,
+  max: number,
+): Cron {
   checkDate("afterExclusive", after);
   checkDate("untilInclusive", until);
   if (!Number.isInteger(max) || max < 0) {
@@ -110,7 +116,16 @@ export function fireTimesBetween(
   untilInclusive: Date,
   max: number,
 ): Date[] {
-  const cron = compileWindow(expr, timezone, afterExclusive, untilInclusive, max);
+  return runsForward(
+    compileWindow(expr, timezone, afterExclusive, untilInclusive, max),
+    afterExclusive,
+    untilInclusive,
+    max,
+  );
+}
+
+/** The first `max` fire times of a compiled schedule in (`afterExclusive`, `untilInclusive`]. */
+function runsForward(cron: Cron, afterExclusive: Date, untilInclusive: Date, max: number): Date[] {
   const times: Date[] = [];
   let cursor = afterExclusive;
   while (times.length < max) {
@@ -135,7 +150,7 @@ export function latestFireTimes(
   max: number,
 ): Date[] {
   const cron = compileWindow(expr, timezone, afterExclusive, untilInclusive, max);
-  const times = fireTimesBetween(expr, timezone, afterExclusive, untilInclusive, max + 1);
+  const times = runsForward(cron, afterExclusive, untilInclusive, max + 1);
   if (times.length <= max) return times;
   // More than `max` are due (a long downtime): walk back from the end instead. croner's
   // previousRuns excludes its reference instant; fire times are whole seconds, so 1 ms past
