@@ -8,22 +8,6 @@ import type { SchemaNames } from "../../db/names.ts";
 import type { Job } from "../../types.ts";
 import { rowToJob } from "../job_row.ts";
 
-export async function claimJobs(
-  db: Db,
-  n: SchemaNames,
-  queue: string,
-  limit: number,
-  runtimeId: string,
-  timeoutsMs: Record<string, number>,
-): Promise<Job[]> {
-  const rows = await db.query(
-    `with ${nextCte(n)}
-     ${claimUpdate(n, "")}`,
-    [queue, limit, runtimeId, JSON.stringify(timeoutsMs)],
-  );
-  return inClaimOrder(rows.map(rowToJob));
-}
-
 /** The jobs to claim: `$1` queue, `$2` limit; none while the queue is paused. */
 function nextCte(n: SchemaNames): string {
   return `next as (
@@ -57,23 +41,25 @@ const REGISTER_HTTP_CALLBACK = `,
               else j.callback_timeout_at end`;
 
 /**
- * Claims like `claimJobs` and, in the same statement, registers a callback for each claimed job of
- * an HTTP worker's kind (`callbackTimeoutsMs`): one commit fewer per HTTP job.
+ * Claims at most `limit` available jobs of `queue` for `runtimeId`, with each kind's hard deadline from
+ * `timeoutsMs`. Jobs of the kinds in `callbackTimeoutsMs` (HTTP workers) get a callback registered in
+ * the same statement: one commit fewer per HTTP job.
  */
-export async function claimJobsWithCallbacks(
+export async function claimJobs(
   db: Db,
   n: SchemaNames,
   queue: string,
   limit: number,
   runtimeId: string,
   timeoutsMs: Record<string, number>,
-  callbackTimeoutsMs: Record<string, number>,
+  callbackTimeoutsMs: Record<string, number> = {},
 ): Promise<Job[]> {
-  if (Object.keys(callbackTimeoutsMs).length === 0) {
-    return await claimJobs(db, n, queue, limit, runtimeId, timeoutsMs);
-  }
-  const rows = await db.query(
-    `with ${nextCte(n)},
+  const params: unknown[] = [queue, limit, runtimeId, JSON.stringify(timeoutsMs)];
+  let text = `with ${nextCte(n)}
+     ${claimUpdate(n, "")}`;
+  if (Object.keys(callbackTimeoutsMs).length > 0) {
+    params.push(JSON.stringify(callbackTimeoutsMs));
+    text = `with ${nextCte(n)},
      claimed as (
        ${claimUpdate(n, REGISTER_HTTP_CALLBACK)}),
      superseded as (
@@ -83,8 +69,8 @@ export async function claimJobsWithCallbacks(
        insert into ${n.q}.callbacks (id, job_id, attempt, lease, kind, deadline_at)
        select c.callback_id, c.id, c.attempt, c.lease, 'http', c.callback_timeout_at
          from claimed c where $5::text::jsonb ? c.kind)
-     select * from claimed`,
-    [queue, limit, runtimeId, JSON.stringify(timeoutsMs), JSON.stringify(callbackTimeoutsMs)],
-  );
+     select * from claimed`;
+  }
+  const rows = await db.query(text, params);
   return inClaimOrder(rows.map(rowToJob));
 }

@@ -19,7 +19,7 @@ import type {
   StorageEngine,
 } from "../engine.ts";
 import { enqueueJobs } from "./enqueue.ts";
-import { claimJobsWithCallbacks } from "./claim.ts";
+import { claimJobs } from "./claim.ts";
 import { completeJobs } from "./complete.ts";
 import { failJob, heartbeatJobs, parkJobs, snoozeJob } from "./fail.ts";
 import { bulkCancel, bulkRetry, cancelJob, getJob, listJobs, retryJob } from "./admin.ts";
@@ -54,7 +54,7 @@ export class CanonicalEngine implements StorageEngine {
     timeoutsMs: Record<string, number>,
     callbackTimeoutsMs: Record<string, number> = {},
   ): Promise<Job[]> {
-    return claimJobsWithCallbacks(this.db, this.n, queue, limit, runtimeId, timeoutsMs, callbackTimeoutsMs);
+    return claimJobs(this.db, this.n, queue, limit, runtimeId, timeoutsMs, callbackTimeoutsMs);
   }
   complete(items: Completion[], deleteRows: boolean): Promise<number[]> {
     return completeJobs(this.db, this.n, items, deleteRows);
