@@ -85,13 +85,7 @@ export interface MaintainedJob {
 }
 
 /** What the runtime reports of itself in the runtimes table. */
-export interface RuntimeReport {
-  id: string;
-  hostname: string;
-  pid: number;
-  queues: string[];
-  ready: boolean;
-  leader: boolean;
+export interface RuntimeReport extends Pick<RuntimeInfo, "id" | "hostname" | "pid" | "queues" | "ready" | "leader"> {
   health: Record<string, unknown>;
 }
 
