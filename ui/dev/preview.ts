@@ -9,35 +9,14 @@
  */
 import { loadUiAssets, uiFileFor } from "../assets.ts";
 import { JOB_STATES, type JobState, TERMINAL_STATES } from "../../src/types.ts";
+import type { Job } from "../api.ts";
 
 type State = JobState;
 const STATES: readonly State[] = JOB_STATES;
 const TERMINAL: readonly State[] = TERMINAL_STATES;
 
-interface FakeJob {
-  id: number;
-  kind: string;
-  queue: string;
-  args: Record<string, unknown>;
-  state: State;
-  priority: number;
-  attempt: number;
-  max_attempts: number;
-  run_at: string;
-  created_at: string;
-  attempted_at: string | null;
-  finalized_at: string | null;
-  heartbeat_at: string | null;
-  deadline_at: string | null;
-  errors: { attempt: number; at: string; error: string; terminal?: boolean }[];
-  tags: string[];
-  metadata: Record<string, unknown>;
-  result: unknown;
-  unique_key: string | null;
-  callback_id: string | null;
-  callback_timeout_at: string | null;
-  attempted_by: string | null;
-}
+/** A job as the admin API returns it (ui/api.ts). */
+type FakeJob = Job;
 
 const args = Deno.args;
 const flag = (name: string) => args.includes(name);
