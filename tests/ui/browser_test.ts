@@ -183,6 +183,12 @@ Deno.test({
       await page.goto(base + "/cron");
       await page.getByTestId("cron-row-nightly_report").waitFor();
       await shot(page, "rw-cron");
+      await page.getByTestId("pause-cron-nightly_report").click();
+      await page.getByTestId("resume-cron-nightly_report").waitFor();
+      assert.equal((await client.getCron("nightly_report"))!.paused, true);
+      await page.getByTestId("resume-cron-nightly_report").click();
+      await page.getByTestId("pause-cron-nightly_report").waitFor();
+      assert.equal((await client.getCron("nightly_report"))!.paused, false);
       await page.goto(base + "/runtimes");
       await page.getByTestId("runtime-leader-worker-a:101:x1").waitFor();
       await page.getByTestId("runtime-unhealthy-worker-b:202:y2").waitFor();

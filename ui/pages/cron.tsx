@@ -1,6 +1,6 @@
 /** @jsxImportSource preact */
 /** Cron entries: schedule, next and last fire; trigger now, pause and resume. */
-import { PausedBadge } from "../components/paused_badge.tsx";
+import { PausedBadge, PauseToggle } from "../components/paused_badge.tsx";
 import { api } from "../api.ts";
 import { Link } from "../components/link.tsx";
 import { TableWrap } from "../components/table_wrap.tsx";
@@ -81,39 +81,21 @@ export function Cron() {
                         >
                           Trigger now
                         </button>
-                        {c.paused
-                          ? (
-                            <button
-                              type="button"
-                              class="btn btn-small"
-                              data-testid={`resume-cron-${c.name}`}
-                              disabled={action.busy !== null}
-                              aria-label={`Resume ${c.name}`}
-                              onClick={() =>
-                                action.run(`resume:${c.name}`, () => api.resumeCron(c.name), () => {
-                                  notify(`${c.name} resumed.`);
-                                  res.refresh();
-                                })}
-                            >
-                              Resume
-                            </button>
-                          )
-                          : (
-                            <button
-                              type="button"
-                              class="btn btn-small"
-                              data-testid={`pause-cron-${c.name}`}
-                              disabled={action.busy !== null}
-                              aria-label={`Pause ${c.name}`}
-                              onClick={() =>
-                                action.run(`pause:${c.name}`, () => api.pauseCron(c.name), () => {
-                                  notify(`${c.name} paused.`);
-                                  res.refresh();
-                                })}
-                            >
-                              Pause
-                            </button>
-                          )}
+                        <PauseToggle
+                          paused={c.paused}
+                          testid={`cron-${c.name}`}
+                          label={c.name}
+                          busy={action.busy !== null}
+                          onToggle={(pause) =>
+                            action.run(
+                              `${pause ? "pause" : "resume"}:${c.name}`,
+                              () => (pause ? api.pauseCron(c.name) : api.resumeCron(c.name)),
+                              () => {
+                                notify(`${c.name} ${pause ? "paused" : "resumed"}.`);
+                                res.refresh();
+                              },
+                            )}
+                        />
                       </div>
                     </td>
                   )}

@@ -1,6 +1,6 @@
 /** @jsxImportSource preact */
 /** Every queue with its counts by state, the age of its oldest available job, and pause/resume. */
-import { PausedBadge } from "../components/paused_badge.tsx";
+import { PausedBadge, PauseToggle } from "../components/paused_badge.tsx";
 import { api, JOB_STATES } from "../api.ts";
 import { Link } from "../components/link.tsx";
 import { TableWrap } from "../components/table_wrap.tsx";
@@ -58,31 +58,13 @@ export function Queues() {
                   {!readOnly && (
                     <td class="cell-actions">
                       <div class="row-actions">
-                        {q.paused
-                          ? (
-                            <button
-                              type="button"
-                              class="btn btn-small"
-                              data-testid={`resume-queue-${q.name}`}
-                              disabled={action.busy !== null}
-                              onClick={() => toggle(q.name, false)}
-                              aria-label={`Resume queue ${q.name}`}
-                            >
-                              Resume
-                            </button>
-                          )
-                          : (
-                            <button
-                              type="button"
-                              class="btn btn-small"
-                              data-testid={`pause-queue-${q.name}`}
-                              disabled={action.busy !== null}
-                              onClick={() => toggle(q.name, true)}
-                              aria-label={`Pause queue ${q.name}`}
-                            >
-                              Pause
-                            </button>
-                          )}
+                        <PauseToggle
+                          paused={q.paused}
+                          testid={`queue-${q.name}`}
+                          label={`queue ${q.name}`}
+                          busy={action.busy !== null}
+                          onToggle={(pause) => toggle(q.name, pause)}
+                        />
                       </div>
                     </td>
                   )}
