@@ -118,7 +118,7 @@ async function withUi(
 }
 
 Deno.test({
-  name: "UI: dashboard, filter jobs, open a job, retry it, pause and resume a queue",
+  name: "UI: dashboard, filter jobs, open a job, retry it, pause and resume a queue and a cron schedule",
   sanitizeResources: false,
   sanitizeOps: false,
   fn: () =>
