@@ -11,6 +11,18 @@ export interface Proc {
   status: Promise<Deno.CommandStatus>;
 }
 
+/** Appends each line of `stream` to `into` as it arrives (a last line without newline too); resolves at its end. */
+export async function collectLines(stream: ReadableStream<Uint8Array>, into: string[]): Promise<void> {
+  let buf = "";
+  for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
+    buf += chunk;
+    const parts = buf.split("\n");
+    buf = parts.pop()!;
+    into.push(...parts);
+  }
+  if (buf) into.push(buf);
+}
+
 export function spawnWorker(schema: string, env: Record<string, string> = {}): Proc {
   return spawnFixture("worker_process.ts", schema, env);
 }
@@ -32,15 +44,7 @@ export function spawnDeno(args: string[], opts: { cwd?: string; env?: Record<str
     stderr: "inherit",
   }).spawn();
   const lines: string[] = [];
-  (async () => {
-    let buf = "";
-    for await (const chunk of child.stdout.pipeThrough(new TextDecoderStream())) {
-      buf += chunk;
-      const parts = buf.split("\n");
-      buf = parts.pop()!;
-      lines.push(...parts);
-    }
-  })();
+  collectLines(child.stdout, lines);
   let exited = false;
   const status = child.status.then((s) => {
     exited = true;

@@ -8,6 +8,7 @@ import postgres from "postgres";
 import { DATABASE_URL, testClient } from "../helpers/db.ts";
 import { closedPort, pendingCallback, post } from "../helpers/http.ts";
 import { svc } from "../helpers/cli.ts";
+import { collectLines } from "../helpers/process.ts";
 import { callbackUrl, parseSecret, sign, SIGNATURE_HEADER } from "../../mod.ts";
 
 const CLI = new URL("../../cli.ts", import.meta.url).pathname;
@@ -103,15 +104,7 @@ Deno.test("callbacks serve: only the three POST routes, no UI, no admin API, no 
     stderr: "piped",
   }).spawn();
   const lines: string[] = [];
-  const reading = (async () => {
-    let buf = "";
-    for await (const chunk of child.stdout.pipeThrough(new TextDecoderStream())) {
-      buf += chunk;
-      const parts = buf.split("\n");
-      buf = parts.pop()!;
-      lines.push(...parts);
-    }
-  })();
+  const reading = collectLines(child.stdout, lines);
   const stderr = new Response(child.stderr).text();
   try {
     const until = Date.now() + 30_000;

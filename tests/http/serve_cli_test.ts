@@ -5,8 +5,11 @@
  */
 import assert from "node:assert/strict";
 import { DATABASE_URL, testClient } from "../helpers/db.ts";
+import { collectLines } from "../helpers/process.ts";
 
 const CLI = new URL("../../cli.ts", import.meta.url).pathname;
+/** The test database, and none of the serve settings this process's environment might carry. */
+const SERVE_ENV = { DATABASE_URL, SERVICE_READ_ONLY: "", SERVICE_CALLBACK_HMAC_SECRET: "", SERVICE_POOL_MAX: "" };
 
 interface ServeProc {
   child: Deno.ChildProcess;
@@ -18,19 +21,6 @@ interface ServeProc {
   stop(signal?: Deno.Signal): Promise<Deno.CommandStatus>;
 }
 
-function collect(stream: ReadableStream<Uint8Array>, into: string[]): Promise<void> {
-  return (async () => {
-    let buf = "";
-    for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
-      buf += chunk;
-      const parts = buf.split("\n");
-      buf = parts.pop()!;
-      into.push(...parts);
-    }
-    if (buf) into.push(buf);
-  })();
-}
-
 /** Starts `svc serve --port 0` in /tmp (not the repository) and waits for its startup line. */
 async function startServe(
   schema: string,
@@ -40,19 +30,13 @@ async function startServe(
   const child = new Deno.Command(Deno.execPath(), {
     args: ["run", "-A", CLI, "serve", "--port", "0", "--schema", schema, "--pool-max", "2", ...args],
     cwd: "/tmp",
-    env: {
-      DATABASE_URL,
-      SERVICE_READ_ONLY: "",
-      SERVICE_CALLBACK_HMAC_SECRET: "",
-      SERVICE_POOL_MAX: "",
-      ...env,
-    },
+    env: { ...SERVE_ENV, ...env },
     stdout: "piped",
     stderr: "piped",
   }).spawn();
   const out: string[] = [];
   const err: string[] = [];
-  const done = Promise.all([collect(child.stdout, out), collect(child.stderr, err)]);
+  const done = Promise.all([collectLines(child.stdout, out), collectLines(child.stderr, err)]);
   const status = child.status;
   let exited = false;
   status.then(() => (exited = true));
@@ -97,13 +81,7 @@ async function run(
   const r = await new Deno.Command(Deno.execPath(), {
     args: ["run", "-A", CLI, ...args],
     cwd: "/tmp",
-    env: {
-      DATABASE_URL,
-      SERVICE_READ_ONLY: "",
-      SERVICE_CALLBACK_HMAC_SECRET: "",
-      SERVICE_POOL_MAX: "",
-      ...env,
-    },
+    env: { ...SERVE_ENV, ...env },
     stdout: "piped",
     stderr: "piped",
   }).output();
