@@ -5,7 +5,8 @@
  * in tests/screenshots/ (git-ignored) for a person to look at.
  */
 import assert from "node:assert/strict";
-import { type Browser, chromium, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
+import { launchChromium } from "../../ui/dev/chromium.ts";
 import type { Client } from "../../src/client/client.ts";
 import { createAdminServer } from "../../src/http/server.ts";
 import { serveHttp } from "../../src/runtime/runtime.ts";
@@ -13,28 +14,6 @@ import { setState } from "../helpers/admin.ts";
 import { testClient } from "../helpers/db.ts";
 
 const SHOTS = new URL("../screenshots/", import.meta.url);
-
-function chromiumPath(): string {
-  const r = new Deno.Command("sh", { args: ["-c", "command -v chromium"], stdout: "piped" }).outputSync();
-  const p = new TextDecoder().decode(r.stdout).trim();
-  if (!p) throw new Error("chromium not found: apt-get update && apt-get install -y chromium");
-  return p;
-}
-
-async function launch(): Promise<Browser> {
-  return await chromium.launch({
-    executablePath: chromiumPath(),
-    args: [
-      "--no-sandbox",
-      "--headless",
-      "--disable-gpu",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-      "--no-first-run",
-    ],
-  });
-}
 
 /** Waits until `selector` matches exactly `n` elements (polling from here: the page's CSP forbids eval). */
 async function waitCount(page: Page, selector: string, n: number, timeoutMs = 10_000): Promise<void> {
@@ -102,7 +81,7 @@ async function withUi(
   });
   const server = serveHttp({ hostname: "127.0.0.1", port: 0 }, app.fetch);
   const base = `http://127.0.0.1:${server.addr.port}`;
-  const browser = await launch();
+  const browser = await launchChromium();
   const errors: string[] = [];
   try {
     const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });

@@ -1,3 +1,4 @@
+/// <reference lib="dom" />
 /**
  * Takes full-page screenshots of every page at 1280 px and 375 px with Debian's chromium, for a
  * person to look at (not a test: the browser tests of `svc serve` assert things).
@@ -7,7 +8,7 @@
  *
  * Screenshots are written outside the repository by default; keep them out of git.
  */
-import { chromium } from "playwright-core";
+import { launchChromium } from "./chromium.ts";
 
 const argv = Deno.args;
 const opt = (name: string, fallback: string) => {
@@ -18,15 +19,6 @@ const BASE = opt("--url", "http://127.0.0.1:8788").replace(/\/$/, "");
 const OUT = opt("--out", "/tmp/ui-shots");
 const PREFIX = opt("--prefix", "rw");
 
-function chromiumPath(): string {
-  for (const p of ["/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"]) {
-    try {
-      Deno.statSync(p);
-      return p;
-    } catch { /* next */ }
-  }
-  throw new Error("chromium not found: apt-get install -y chromium");
-}
 
 async function firstJobId(state: string): Promise<number | null> {
   const res = await fetch(`${BASE}/api/jobs?state=${state}&limit=1`);
@@ -35,18 +27,7 @@ async function firstJobId(state: string): Promise<number | null> {
 }
 
 await Deno.mkdir(OUT, { recursive: true });
-const browser = await chromium.launch({
-  executablePath: chromiumPath(),
-  args: [
-    "--no-sandbox",
-    "--headless",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-  ],
-});
+const browser = await launchChromium();
 const failed = await firstJobId("failed");
 const waiting = await firstJobId("waiting_external");
 const pages: [string, string][] = [
