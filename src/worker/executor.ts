@@ -100,11 +100,14 @@ async function record(
       if (await engine.snooze(job.id, job.lease, v.snoozeMs)) emit(on, logger, "snoozed", job, v.snoozeMs);
       return;
     }
-    // The slot is freed now; the completion is written with the next batch (often together with the
-    // next claim). Shutdown drains the completer, so nothing is lost.
-    d.completer.add({ id: job.id, lease: job.lease, result: v === undefined ? null : v }).then((written) => {
-      if (written) emit(on, logger, "completed", { ...job, state: "completed", result: v ?? null });
-    });
+    // The slot is freed now; the completion is written with the next batch (the completer's own
+    // statement, beside the next claim). Shutdown drains the completer, so nothing is lost.
+    const written = d.completer.add({ id: job.id, lease: job.lease, result: v === undefined ? null : v });
+    if (on.completed) {
+      written.then((ok) => {
+        if (ok) emit(on, logger, "completed", { ...job, state: "completed", result: v ?? null });
+      });
+    }
     return;
   }
   const terminal = outcome.error instanceof TerminalError;
