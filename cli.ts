@@ -51,7 +51,9 @@ export async function main(argv: string[]): Promise<number> {
     return 0;
   } catch (e) {
     if (e instanceof CommanderError) {
-      if (e.code === "commander.helpDisplayed" || e.code === "commander.version" || e.code === "commander.help") {
+      if (
+        e.code === "commander.helpDisplayed" || e.code === "commander.version" || e.code === "commander.help"
+      ) {
         return 0;
       }
       return 2; // commander already printed the one-line error

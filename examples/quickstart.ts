@@ -8,7 +8,9 @@ import { createClient, createWorker, TerminalError } from "../mod.ts";
 const databaseUrl = Deno.env.get("DATABASE_URL") || "postgres://postgres@127.0.0.1:5432/postgres";
 const client = createClient({ databaseUrl });
 const m = await client.migrate();
-console.log(`schema ${client.schema} at version ${m.to}${m.applied.length ? ` (applied ${m.applied.join(", ")})` : ""}`);
+console.log(
+  `schema ${client.schema} at version ${m.to}${m.applied.length ? ` (applied ${m.applied.join(", ")})` : ""}`,
+);
 
 let flaky = 0;
 const worker = createWorker({
@@ -17,8 +19,16 @@ const worker = createWorker({
   maintenanceInterval: 200,
   handlers: {
     greet: (job) => `hello, ${job.args.name}`,
-    flaky: { handler: () => { if (++flaky < 3) throw new Error(`flaky failure ${flaky}`); return "third time lucky"; }, backoff: () => 300 },
-    reject: () => { throw new TerminalError("this input can never work"); },
+    flaky: {
+      handler: () => {
+        if (++flaky < 3) throw new Error(`flaky failure ${flaky}`);
+        return "third time lucky";
+      },
+      backoff: () => 300,
+    },
+    reject: () => {
+      throw new TerminalError("this input can never work");
+    },
   },
   on: {
     completed: (job) => console.log(`completed job ${job.id} (${job.kind}): ${JSON.stringify(job.result)}`),

@@ -30,7 +30,10 @@ export class TerminalError extends Error {
 /** A unique job with the same key is still in a non-terminal state (`onConflict: "error"`). */
 export class UniqueConflictError extends SvcError {
   constructor(readonly existingJobId: number, key: string) {
-    super(`a job with unique key ${key} already exists (job ${existingJobId}) and is not finished`, "unique_conflict");
+    super(
+      `a job with unique key ${key} already exists (job ${existingJobId}) and is not finished`,
+      "unique_conflict",
+    );
     this.name = "UniqueConflictError";
   }
 }
@@ -99,7 +102,9 @@ export interface Snooze {
 
 /** `return snooze(5000)` from a handler: scheduled again in 5 s, the attempt given back. */
 export function snooze(ms: number): Snooze {
-  if (!Number.isFinite(ms) || ms < 0) throw new ValidationError("snooze(ms): ms must be a finite number >= 0");
+  if (!Number.isFinite(ms) || ms < 0) {
+    throw new ValidationError("snooze(ms): ms must be a finite number >= 0");
+  }
   return { snoozeMs: ms };
 }
 

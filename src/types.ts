@@ -95,7 +95,6 @@ export interface EnqueueOptions {
   metadata?: Record<string, unknown>;
   unique?: UniqueOptions;
   /** A postgres.js transaction (or `sql`) of the caller's own: the insert joins it. */
-  // deno-lint-ignore no-explicit-any
   tx?: any;
 }
 

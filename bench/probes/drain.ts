@@ -4,21 +4,57 @@ import postgres from "postgres";
 import process from "node:process";
 const N = Number(Deno.args[0] ?? 20000), C = Number(Deno.args[1] ?? 10), RET = Deno.args[2] === "0";
 const admin = postgres("postgres://postgres@127.0.0.1:5432/postgres", { max: 1, onnotice: () => {} });
-await admin.unsafe("drop database if exists bench_probe_drain"); await admin.unsafe("create database bench_probe_drain");
+await admin.unsafe("drop database if exists bench_probe_drain");
+await admin.unsafe("create database bench_probe_drain");
 const url = "postgres://postgres@127.0.0.1:5432/bench_probe_drain";
 const client = createClient({ databaseUrl: url, maxConnections: C > 10 ? 20 : 10 });
 await client.migrate();
-if (Deno.env.get("SQLFILL")) { const s2 = postgres(url, { max: 1 }); await s2.unsafe(`insert into svc.jobs (kind) select 'noop' from generate_series(1, ${N})`); await s2.end(); } else for (let i = 0; i < N; i += 1000) await client.enqueueMany(Array.from({ length: Math.min(1000, N - i) }, () => ({ kind: "noop" })));
-const sys = () => { const l = Deno.readTextFileSync("/proc/stat").split("\n")[0].split(/\s+/).slice(1).map(Number); return { busy: l[0]+l[1]+l[2]+l[5]+l[6], idle: l[3]+l[4] }; };
-let done = 0; let t1 = 0; let resolve!: () => void; const all = new Promise<void>((r) => resolve = r);
-const s0 = sys(); const c0 = process.cpuUsage();
+if (Deno.env.get("SQLFILL")) {
+  const s2 = postgres(url, { max: 1 });
+  await s2.unsafe(`insert into svc.jobs (kind) select 'noop' from generate_series(1, ${N})`);
+  await s2.end();
+} else {for (let i = 0; i < N; i += 1000) {
+    await client.enqueueMany(Array.from({ length: Math.min(1000, N - i) }, () => ({ kind: "noop" })));
+  }}
+const sys = () => {
+  const l = Deno.readTextFileSync("/proc/stat").split("\n")[0].split(/\s+/).slice(1).map(Number);
+  return { busy: l[0] + l[1] + l[2] + l[5] + l[6], idle: l[3] + l[4] };
+};
+let done = 0;
+let t1 = 0;
+let resolve!: () => void;
+const all = new Promise<void>((r) => resolve = r);
+const s0 = sys();
+const c0 = process.cpuUsage();
 const t0 = performance.now();
-const w = createWorker({ client, queues: { default: { maxWorkers: C, claimers: Number(Deno.env.get('CL') ?? 1) } }, logger: silentLogger, retention: RET ? { completed: 0 } : undefined,
-  handlers: { noop: () => null }, on: { completed: () => { if (++done === N) { t1 = performance.now(); resolve(); } } } });
+const w = createWorker({
+  client,
+  queues: { default: { maxWorkers: C, claimers: Number(Deno.env.get("CL") ?? 1) } },
+  logger: silentLogger,
+  retention: RET ? { completed: 0 } : undefined,
+  handlers: { noop: () => null },
+  on: {
+    completed: () => {
+      if (++done === N) {
+        t1 = performance.now();
+        resolve();
+      }
+    },
+  },
+});
 await w.start();
 await all;
-const s1 = sys(); const c1 = process.cpuUsage(c0);
+const s1 = sys();
+const c1 = process.cpuUsage(c0);
 const wall = (t1 - t0) / 1000;
-console.log(`drain ${N} c${C}${RET ? " ret0" : ""}: ${(N / wall).toFixed(0)} jobs/s; wall ${wall.toFixed(2)}s; machine busy ${((s1.busy - s0.busy) / 100).toFixed(2)} cpu-s idle ${((s1.idle - s0.idle) / 100).toFixed(2)}; deno ${((c1.user + c1.system) / 1e6).toFixed(2)} cpu-s`);
-await w.shutdown(1000); await client.close();
-await admin.unsafe("drop database bench_probe_drain"); await admin.end();
+console.log(
+  `drain ${N} c${C}${RET ? " ret0" : ""}: ${(N / wall).toFixed(0)} jobs/s; wall ${
+    wall.toFixed(2)
+  }s; machine busy ${((s1.busy - s0.busy) / 100).toFixed(2)} cpu-s idle ${
+    ((s1.idle - s0.idle) / 100).toFixed(2)
+  }; deno ${((c1.user + c1.system) / 1e6).toFixed(2)} cpu-s`,
+);
+await w.shutdown(1000);
+await client.close();
+await admin.unsafe("drop database bench_probe_drain");
+await admin.end();

@@ -2,9 +2,13 @@
 import { createClient } from "../../mod.ts";
 import postgres from "postgres";
 const admin = postgres("postgres://postgres@127.0.0.1:5432/postgres", { max: 1, onnotice: () => {} });
-await admin.unsafe("drop database if exists pb"); await admin.unsafe("create database pb");
+await admin.unsafe("drop database if exists pb");
+await admin.unsafe("create database pb");
 const client = createClient({ databaseUrl: "postgres://postgres@127.0.0.1:5432/pb" });
 await client.migrate();
 const N = Number(Deno.args[0] ?? 100000);
-for (let i = 0; i < N; i += 1000) await client.enqueueMany(Array.from({ length: 1000 }, () => ({ kind: "noop" })));
-await client.close(); await admin.end();
+for (let i = 0; i < N; i += 1000) {
+  await client.enqueueMany(Array.from({ length: 1000 }, () => ({ kind: "noop" })));
+}
+await client.close();
+await admin.end();

@@ -3,7 +3,7 @@
  * 1 failure, 2 usage error; one-line errors on stderr that name the fix; `--json` in snake_case.
  */
 import { type Command, InvalidArgumentError } from "commander";
-import { createClient, type Client } from "../client/client.ts";
+import { type Client, createClient } from "../client/client.ts";
 import { env } from "../runtime/runtime.ts";
 import { CronNotFoundError, JobNotFoundError, SvcError } from "../errors.ts";
 
@@ -72,10 +72,14 @@ export function toCliError(e: unknown): CliError {
   const err = e as { code?: string; message?: string; errno?: string };
   const msg = String(err?.message ?? e).split("\n")[0];
   if (
-    ["ECONNREFUSED", "CONNECT_TIMEOUT", "ENOTFOUND", "EHOSTUNREACH", "CONNECTION_CLOSED"].includes(err?.code ?? "") ||
+    ["ECONNREFUSED", "CONNECT_TIMEOUT", "ENOTFOUND", "EHOSTUNREACH", "CONNECTION_CLOSED"].includes(
+      err?.code ?? "",
+    ) ||
     /connect|ECONNREFUSED|timeout/i.test(msg)
   ) {
-    return new CliError(`cannot reach the database (${msg}); check --database-url / DATABASE_URL and that PostgreSQL is running`);
+    return new CliError(
+      `cannot reach the database (${msg}); check --database-url / DATABASE_URL and that PostgreSQL is running`,
+    );
   }
   if (err?.code === "3F000" || err?.code === "42P01" || err?.code === "42883") {
     return new CliError(`svc is not installed in this database (${msg}); run \`svc migrate\` first`);
@@ -107,7 +111,9 @@ export function jsonObjectArg(name: string): (v: string) => Record<string, unkno
       parsed = JSON.parse(v);
     } catch (e) {
       throw new InvalidArgumentError(
-        `${name} is not valid JSON (${(e as Error).message}); pass an object such as '{"to":"a@example.com"}'`,
+        `${name} is not valid JSON (${
+          (e as Error).message
+        }); pass an object such as '{"to":"a@example.com"}'`,
       );
     }
     if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {

@@ -11,7 +11,11 @@ export function migrateCommand(): Command {
       await withClient(cmd, async (client) => {
         if (o.status) {
           const s = await client.schemaStatus();
-          const out = { current_version: s.current, expected_version: s.expected, up_to_date: s.current === s.expected };
+          const out = {
+            current_version: s.current,
+            expected_version: s.expected,
+            up_to_date: s.current === s.expected,
+          };
           if (o.json) return printJson(out);
           console.log(`schema version: ${s.current ?? "none (not installed)"}`);
           console.log(`expected version: ${s.expected}`);

@@ -9,7 +9,15 @@ import { createAdminServer } from "../http/server.ts";
 import { env, eprintln } from "../runtime/runtime.ts";
 import { serveUntilSignal as listenUntilSignal } from "./listen.ts";
 import { callbackAuth } from "./callbacks.ts";
-import { CliError, DEFAULT_POOL_MAX, poolSizeOption, servingClient, toCliError, UsageError, withDb } from "./common.ts";
+import {
+  CliError,
+  DEFAULT_POOL_MAX,
+  poolSizeOption,
+  servingClient,
+  toCliError,
+  UsageError,
+  withDb,
+} from "./common.ts";
 
 /** Default `--pool-max` (contract section 8). */
 export const DEFAULT_SERVE_POOL_MAX: number = DEFAULT_POOL_MAX;

@@ -48,7 +48,6 @@ export interface ClientTransaction {
   enqueue(kind: string, args?: Record<string, unknown>, opts?: Omit<EnqueueOptions, "tx">): Promise<Job>;
   enqueueMany(items: EnqueueItem[]): Promise<Job[]>;
   /** The driver's transaction: run your own statements in it (postgres.js `tx`; PGlite's in embedded mode). */
-  // deno-lint-ignore no-explicit-any
   sql: any;
   /** The same transaction as a `Db` (`query(text, params)`), whatever the driver. */
   db: Db;
@@ -134,7 +133,11 @@ export function createClient(opts: ClientOptions = {}): Client {
   const client: Client = {
     schema: names.schema,
     get sql(): Sql {
-      if (!driver.sql) throw new Error(`client.sql is the postgres.js pool; the ${driver.name} driver has none: use client.db`);
+      if (!driver.sql) {
+        throw new Error(
+          `client.sql is the postgres.js pool; the ${driver.name} driver has none: use client.db`,
+        );
+      }
       return driver.sql;
     },
     driver,
@@ -142,7 +145,10 @@ export function createClient(opts: ClientOptions = {}): Client {
     engine,
     names,
     migrate: () => runMigrations(db, names),
-    schemaStatus: async () => ({ current: await readSchemaVersion(db, names), expected: EXPECTED_SCHEMA_VERSION }),
+    schemaStatus: async () => ({
+      current: await readSchemaVersion(db, names),
+      expected: EXPECTED_SCHEMA_VERSION,
+    }),
     async enqueue(kind, args = {}, o = {}) {
       const { tx, ...rest } = o;
       const [job] = await enqueueVia(tx ? driver.txDb(tx) : db, [{ ...rest, kind, args }]);
@@ -164,7 +170,9 @@ export function createClient(opts: ClientOptions = {}): Client {
       const job = await engine.cancel(checkId(id));
       if (job) return job;
       const cur = await mustFind(id);
-      throw new InvalidStateError(`job ${id} is ${cur.state}: only a job that has not finished can be cancelled`);
+      throw new InvalidStateError(
+        `job ${id} is ${cur.state}: only a job that has not finished can be cancelled`,
+      );
     },
     async retry(id) {
       const job = await engine.retry(checkId(id));
@@ -206,12 +214,19 @@ export function createClient(opts: ClientOptions = {}): Client {
 }
 
 function checkId(id: number): number {
-  if (!Number.isSafeInteger(id) || id < 1) throw new ValidationError(`job id must be a positive integer, got ${id}`);
+  if (!Number.isSafeInteger(id) || id < 1) {
+    throw new ValidationError(`job id must be a positive integer, got ${id}`);
+  }
   return id;
 }
 
 /** The `svc health --json` object, answered from the database alone. */
-async function clusterHealth(db: Db, engine: StorageEngine, names: SchemaNames, liveMs: number): Promise<ClusterHealth> {
+async function clusterHealth(
+  db: Db,
+  engine: StorageEngine,
+  names: SchemaNames,
+  liveMs: number,
+): Promise<ClusterHealth> {
   const base: ClusterHealth = {
     ready: false,
     postgres: "unreachable",

@@ -26,8 +26,10 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
 function canonicalJson(v: unknown): string {
   if (Array.isArray(v)) return `[${v.map(canonicalJson).join(",")}]`;
   if (isPlainObject(v)) {
-    return `{${Object.keys(v).sort().filter((k) => v[k] !== undefined)
-      .map((k) => `${JSON.stringify(k)}:${canonicalJson(v[k])}`).join(",")}}`;
+    return `{${
+      Object.keys(v).sort().filter((k) => v[k] !== undefined)
+        .map((k) => `${JSON.stringify(k)}:${canonicalJson(v[k])}`).join(",")
+    }}`;
   }
   return JSON.stringify(v) ?? "null";
 }
@@ -49,11 +51,15 @@ export function normalizeEnqueue(item: EnqueueItem, now: Date = new Date()): New
   const queue = validateQueueName(item.queue ?? "default");
   const priority = item.priority ?? 2;
   if (!Number.isInteger(priority) || priority < 1 || priority > 4) {
-    throw new ValidationError(`priority must be an integer from 1 (highest) to 4, got ${JSON.stringify(priority)}`);
+    throw new ValidationError(
+      `priority must be an integer from 1 (highest) to 4, got ${JSON.stringify(priority)}`,
+    );
   }
   const maxAttempts = item.maxAttempts ?? 25;
   if (!Number.isInteger(maxAttempts) || maxAttempts < 1 || maxAttempts > 1000) {
-    throw new ValidationError(`maxAttempts must be an integer from 1 to 1000, got ${JSON.stringify(maxAttempts)}`);
+    throw new ValidationError(
+      `maxAttempts must be an integer from 1 to 1000, got ${JSON.stringify(maxAttempts)}`,
+    );
   }
   const runAt = item.runAt ?? null;
   if (runAt !== null && (!(runAt instanceof Date) || Number.isNaN(runAt.getTime()))) {

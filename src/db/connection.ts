@@ -5,7 +5,6 @@
 import postgres from "postgres";
 
 /** A row as the driver returns it. */
-// deno-lint-ignore no-explicit-any
 export type Row = Record<string, any>;
 
 /** What storage code needs from a connection, pool or transaction. */
@@ -19,7 +18,6 @@ export interface Db {
 }
 
 /** The postgres.js type of a pool or transaction. */
-// deno-lint-ignore no-explicit-any
 export type Sql = postgres.Sql<any>;
 
 /** Options of `connect`. */
@@ -51,7 +49,6 @@ export function connect(databaseUrl: string, opts: ConnectOptions = {}): Sql {
 }
 
 /** Wraps a postgres.js pool or transaction as a `Db`. */
-// deno-lint-ignore no-explicit-any
 export function fromPostgres(sql: any): Db {
   return {
     query: (text, params = []) => sql.unsafe(text, params as unknown[], { prepare: true }),

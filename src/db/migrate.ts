@@ -5,7 +5,7 @@
 import type { Db } from "./connection.ts";
 import type { SchemaNames } from "./names.ts";
 import { readText } from "../runtime/runtime.ts";
-import { MIGRATIONS, EXPECTED_SCHEMA_VERSION } from "./schema_version.ts";
+import { EXPECTED_SCHEMA_VERSION, MIGRATIONS } from "./schema_version.ts";
 import { readSchemaVersion } from "./schema_version.ts";
 
 /** Raised when the database's schema is newer than this binary knows. */

@@ -29,7 +29,9 @@ export interface SchemaNames {
 export function schemaNames(schema: string = DEFAULT_SCHEMA): SchemaNames {
   if (!SCHEMA_RE.test(schema)) {
     throw new Error(
-      `invalid schema name ${JSON.stringify(schema)}: use 1 to 51 characters of a-z 0-9 _ starting with a letter or _`,
+      `invalid schema name ${
+        JSON.stringify(schema)
+      }: use 1 to 51 characters of a-z 0-9 _ starting with a letter or _`,
     );
   }
   return {

@@ -5,7 +5,6 @@
 
 import { setImmediate } from "node:timers";
 
-// deno-lint-ignore no-explicit-any
 const D: any = (globalThis as any).Deno;
 
 /** Reads an environment variable; an empty value counts as unset. */

@@ -85,7 +85,8 @@ export interface MaintainedJob {
 }
 
 /** What the runtime reports of itself in the runtimes table. */
-export interface RuntimeReport extends Pick<RuntimeInfo, "id" | "hostname" | "pid" | "queues" | "ready" | "leader"> {
+export interface RuntimeReport
+  extends Pick<RuntimeInfo, "id" | "hostname" | "pid" | "queues" | "ready" | "leader"> {
   health: Record<string, unknown>;
 }
 
@@ -136,7 +137,12 @@ export interface StorageEngine {
   resumeQueue(name: string): Promise<void>;
   listQueues(): Promise<QueueInfo[]>;
 
-  registerCallback(id: number, lease: number, timeoutMs: number, kind: "in_process" | "http"): Promise<string | null>;
+  registerCallback(
+    id: number,
+    lease: number,
+    timeoutMs: number,
+    kind: "in_process" | "http",
+  ): Promise<string | null>;
   getCallback(id: string): Promise<CallbackRecord | null>;
   listCallbacks(jobId: number): Promise<CallbackRecord[]>;
   /** Resolves a callback; resolutions that arrive together share one statement and one commit. */

@@ -28,10 +28,14 @@ export class Completer {
     /** A batch waits this long for more completions (group commit), unless it is full. */
     lingerMs = COMPLETION_LINGER_MS,
   ) {
-    this.batcher = new Batcher(async (items) => {
-      const done = new Set(await this.write(items));
-      return items.map((c) => done.has(c.id));
-    }, maxBatch, lingerMs);
+    this.batcher = new Batcher(
+      async (items) => {
+        const done = new Set(await this.write(items));
+        return items.map((c) => done.has(c.id));
+      },
+      maxBatch,
+      lingerMs,
+    );
   }
 
   /** Queues a completion; resolves true when it was written (false when the attempt was no longer current). */

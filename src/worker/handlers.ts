@@ -47,7 +47,12 @@ export function toRunner(kind: string, e: HandlerEntry): KindRunner {
   if (e.maxAttempts !== undefined && !(Number.isInteger(e.maxAttempts) && e.maxAttempts >= 1)) {
     throw new Error(`handlers.${kind}.maxAttempts must be a positive integer`);
   }
-  return { run: e.handler, timeout: e.timeout, maxAttempts: e.maxAttempts, backoff: e.backoff ?? defaultBackoff };
+  return {
+    run: e.handler,
+    timeout: e.timeout,
+    maxAttempts: e.maxAttempts,
+    backoff: e.backoff ?? defaultBackoff,
+  };
 }
 
 /** Returned by an executor that parked its attempt in `waiting_external` (the HTTP worker): free the slot, write nothing. */

@@ -223,12 +223,16 @@ export function createHttpRunner(kind: string, config: HttpWorkerConfig, deps: H
       const parking = deps.engine.park(job.id, job.lease, callbackId).then(
         (parked) => {
           if (!parked) {
-            logger?.debug(`svc: job ${job.id}: callback ${callbackId} resolved before the attempt was parked`);
+            logger?.debug(
+              `svc: job ${job.id}: callback ${callbackId} resolved before the attempt was parked`,
+            );
           }
         },
         (e) => {
           logger?.error(
-            `svc: job ${job.id}: could not park the attempt (${(e as Error)?.message ?? e}); it will be rescued and retried`,
+            `svc: job ${job.id}: could not park the attempt (${
+              (e as Error)?.message ?? e
+            }); it will be rescued and retried`,
           );
         },
       );

@@ -44,7 +44,9 @@ export function createJobContext(
     signal,
     async registerCallback(opts = {}) {
       const timeout = opts.timeout ?? DEFAULT_CALLBACK_TIMEOUT;
-      if (!Number.isFinite(timeout) || timeout <= 0) throw new Error("registerCallback: timeout must be > 0 ms");
+      if (!Number.isFinite(timeout) || timeout <= 0) {
+        throw new Error("registerCallback: timeout must be > 0 ms");
+      }
       const id = await engine.registerCallback(job.id, job.lease, timeout, "in_process");
       if (!id) throw new CallbackEndedError(`job ${job.id} is no longer running this attempt`);
       return id;
@@ -59,14 +61,18 @@ export function createJobContext(
         for (;;) {
           if (signal.aborted) throw new CallbackEndedError(`wait aborted: ${signal.reason}`);
           const cb = await engine.getCallback(callbackId);
-          if (!cb || cb.jobId !== job.id) throw new CallbackEndedError(`callback ${callbackId} not found for this job`);
+          if (!cb || cb.jobId !== job.id) {
+            throw new CallbackEndedError(`callback ${callbackId} not found for this job`);
+          }
           if (cb.state === "completed") {
             if (cb.resolution === "resumed") return cb.payload;
             throw new CallbackEndedError(`job ${job.id} was completed through its callback`);
           }
           if (cb.state === "failed") throw new CallbackEndedError(`callback failed: ${cb.error}`);
           if (cb.state === "expired") throw new CallbackEndedError("callback timed out");
-          if (cb.state === "superseded") throw new CallbackEndedError("callback superseded by a later attempt");
+          if (cb.state === "superseded") {
+            throw new CallbackEndedError("callback superseded by a later attempt");
+          }
           await wake.wait(pollMs);
         }
       } finally {

@@ -111,7 +111,9 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
   const retention: Retention = { completed: 86_400_000, failed: 604_800_000, ...opts.retention };
   const maxConnections = opts.maxConnections ?? 10;
   if (!opts.queues || Object.keys(opts.queues).length === 0) {
-    throw new ValidationError("createWorker: configure at least one queue, e.g. queues: { default: { maxWorkers: 10 } }");
+    throw new ValidationError(
+      "createWorker: configure at least one queue, e.g. queues: { default: { maxWorkers: 10 } }",
+    );
   }
   Object.keys(opts.queues).forEach(validateQueueName);
   const cronDefs = normalizeCronMap(opts.cron ?? {});
@@ -127,10 +129,16 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
     client = createClient({ driver: opts.driver, schema: opts.schema, heartbeatInterval });
   } else {
     const url = opts.databaseUrl ?? env("DATABASE_URL");
-    if (!url) throw new ValidationError("createWorker: no database URL: pass databaseUrl or set DATABASE_URL");
+    if (!url) {
+      throw new ValidationError("createWorker: no database URL: pass databaseUrl or set DATABASE_URL");
+    }
     // The leader lock and LISTEN open their own connections on top of this pool (src/db/driver.ts).
     const sql = connect(url, { max: maxConnections, applicationName: "svc-worker" });
-    client = createClient({ driver: postgresDriver(sql, { owned: true }), schema: opts.schema, heartbeatInterval });
+    client = createClient({
+      driver: postgresDriver(sql, { owned: true }),
+      schema: opts.schema,
+      heartbeatInterval,
+    });
     ownsPool = true;
   }
   const driver = client.driver;
@@ -144,14 +152,25 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
   const parking = new Set<Promise<void>>();
   for (const [kind, entry] of Object.entries(opts.handlers ?? {})) runners.set(kind, toRunner(kind, entry));
   for (const [kind, cfg] of Object.entries(opts.httpWorkers ?? {})) {
-    if (runners.has(kind)) throw new ValidationError(`kind ${kind} has both a handler and an HTTP worker; keep one`);
-    runners.set(kind, createHttpRunner(kind, cfg, { engine, logger, onParking: (p) => {
-      parking.add(p);
-      p.finally(() => parking.delete(p));
-    } }));
+    if (runners.has(kind)) {
+      throw new ValidationError(`kind ${kind} has both a handler and an HTTP worker; keep one`);
+    }
+    runners.set(
+      kind,
+      createHttpRunner(kind, cfg, {
+        engine,
+        logger,
+        onParking: (p) => {
+          parking.add(p);
+          p.finally(() => parking.delete(p));
+        },
+      }),
+    );
   }
   for (const [kind, r] of ext.runners ?? []) {
-    if (runners.has(kind)) throw new ValidationError(`kind ${kind} has both a handler and an HTTP worker; keep one`);
+    if (runners.has(kind)) {
+      throw new ValidationError(`kind ${kind} has both a handler and an HTTP worker; keep one`);
+    }
     runners.set(kind, r);
   }
   const timeoutsMs: Record<string, number> = {};
@@ -167,7 +186,18 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
   for (const [queue, cfg] of Object.entries(opts.queues)) {
     dispatchers.set(
       queue,
-      new Dispatcher(queue, cfg, engine, deps, inFlight, id, timeoutsMs, pollInterval, logger, callbackTimeoutsMs),
+      new Dispatcher(
+        queue,
+        cfg,
+        engine,
+        deps,
+        inFlight,
+        id,
+        timeoutsMs,
+        pollInterval,
+        logger,
+        callbackTimeoutsMs,
+      ),
     );
   }
 
@@ -229,14 +259,19 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
       const claimers = [...dispatchers.values()].reduce((a, d) => a + d.claimers, 0);
       if (maxConnections < claimers + 5) {
         logger.warn(
-          `svc: maxConnections ${maxConnections} is below the guideline sum(claimers) + 5 = ${claimers + 5}; ` +
+          `svc: maxConnections ${maxConnections} is below the guideline sum(claimers) + 5 = ${
+            claimers + 5
+          }; ` +
             `raise maxConnections to leave room for handlers, heartbeats and admin queries`,
         );
       }
       if (opts.listen !== false) {
         notifier = listenNotifier(driver, logger);
         await notifier.subscribe(names.jobsChannel, (queue) => dispatchers.get(queue)?.wake());
-        await notifier.subscribe(names.cancelChannel, (jobId) => inFlight.get(Number(jobId))?.abort("cancelled"));
+        await notifier.subscribe(
+          names.cancelChannel,
+          (jobId) => inFlight.get(Number(jobId))?.abort("cancelled"),
+        );
         await notifier.subscribe(names.callbacksChannel, (cb) => waiters.wake(cb));
       }
       started = true;
@@ -261,7 +296,9 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
         ]);
       }
       const rest = [...inFlight.values()];
-      if (rest.length) logger.warn(`svc: aborting ${rest.length} handlers still running after the drain timeout`);
+      if (rest.length) {
+        logger.warn(`svc: aborting ${rest.length} handlers still running after the drain timeout`);
+      }
       rest.forEach((f) => f.abort("shutdown"));
       await Promise.allSettled(rest.map((f) => f.done));
       await completer.drain();
@@ -284,7 +321,9 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
           new Promise<never>((_, rej) => timer = setTimeout(() => rej(new Error("timeout")), 2000)),
         ]);
         connected = true;
-      } catch { /* unreachable */ } finally {
+      } catch {
+        /* unreachable */
+      } finally {
         clearTimeout(timer);
       }
       const r: ReadinessReport = {

@@ -15,9 +15,17 @@ Deno.test("enqueue: every invalid option gets a clear error and writes nothing",
       ["priority 0", () => client.enqueue("k", {}, { priority: 0 }), /priority must be an integer from 1/],
       ["priority 5", () => client.enqueue("k", {}, { priority: 5 }), /priority/],
       ["priority 1.5", () => client.enqueue("k", {}, { priority: 1.5 }), /priority/],
-      ["max_attempts 0", () => client.enqueue("k", {}, { maxAttempts: 0 }), /maxAttempts must be an integer from 1 to 1000/],
+      [
+        "max_attempts 0",
+        () => client.enqueue("k", {}, { maxAttempts: 0 }),
+        /maxAttempts must be an integer from 1 to 1000/,
+      ],
       ["max_attempts 1001", () => client.enqueue("k", {}, { maxAttempts: 1001 }), /maxAttempts/],
-      ["args array", () => client.enqueue("k", [1, 2] as unknown as Record<string, unknown>), /args of k must be a JSON object/],
+      [
+        "args array",
+        () => client.enqueue("k", [1, 2] as unknown as Record<string, unknown>),
+        /args of k must be a JSON object/,
+      ],
       ["args string", () => client.enqueue("k", "x" as unknown as Record<string, unknown>), /JSON object/],
       ["args null", () => client.enqueue("k", null as unknown as Record<string, unknown>), /JSON object/],
       ["queue spaces", () => client.enqueue("k", {}, { queue: "bad queue" }), /invalid queue name/],
@@ -25,9 +33,21 @@ Deno.test("enqueue: every invalid option gets a clear error and writes nothing",
       ["queue empty", () => client.enqueue("k", {}, { queue: "" }), /invalid queue name/],
       ["empty kind", () => client.enqueue("", {}), /kind must be a non-empty string/],
       ["bad runAt", () => client.enqueue("k", {}, { runAt: new Date("nope") }), /runAt must be a valid Date/],
-      ["tags", () => client.enqueue("k", {}, { tags: [1 as unknown as string] }), /tags must be an array of strings/],
-      ["metadata", () => client.enqueue("k", {}, { metadata: [] as unknown as Record<string, unknown> }), /metadata/],
-      ["batch with one bad", () => client.enqueueMany([{ kind: "ok" }, { kind: "k", priority: 9 }]), /priority/],
+      [
+        "tags",
+        () => client.enqueue("k", {}, { tags: [1 as unknown as string] }),
+        /tags must be an array of strings/,
+      ],
+      [
+        "metadata",
+        () => client.enqueue("k", {}, { metadata: [] as unknown as Record<string, unknown> }),
+        /metadata/,
+      ],
+      [
+        "batch with one bad",
+        () => client.enqueueMany([{ kind: "ok" }, { kind: "k", priority: 9 }]),
+        /priority/,
+      ],
     ];
     for (const [name, fn, re] of cases) {
       await assert.rejects(fn, (e: Error) => {
@@ -54,7 +74,14 @@ Deno.test("enqueue: defaults, enqueueMany keeps input order, scheduled vs availa
     assert.deepEqual(j.args, { to: "a" });
     const many = await client.enqueueMany([
       { kind: "a", args: { i: 1 } },
-      { kind: "b", args: { i: 2 }, runAt: new Date(Date.now() + 60_000), queue: "other", priority: 4, tags: ["x"] },
+      {
+        kind: "b",
+        args: { i: 2 },
+        runAt: new Date(Date.now() + 60_000),
+        queue: "other",
+        priority: 4,
+        tags: ["x"],
+      },
       { kind: "c", args: { i: 3 }, metadata: { m: 1 } },
     ]);
     assert.deepEqual(many.map((m) => m.kind), ["a", "b", "c"]);
@@ -177,12 +204,14 @@ Deno.test("SQL function svc.enqueue from plain psql: committed, rolled back, inv
     assert.equal(rb.code, 0, rb.err);
     assert.equal(await countJobs(client), 1);
 
-    for (const [opts, re] of [
-      [`'{}', '{"priority": 7}'`, /priority must be 1/],
-      [`'[]', '{}'`, /args must be a JSON object/],
-      [`'{}', '{"max_attempts": 0}'`, /max_attempts must be 1 to 1000/],
-      [`'{}', '{"queue": "no spaces"}'`, /queue name/],
-    ] as const) {
+    for (
+      const [opts, re] of [
+        [`'{}', '{"priority": 7}'`, /priority must be 1/],
+        [`'[]', '{}'`, /args must be a JSON object/],
+        [`'{}', '{"max_attempts": 0}'`, /max_attempts must be 1 to 1000/],
+        [`'{}', '{"queue": "no spaces"}'`, /queue name/],
+      ] as const
+    ) {
       const bad = await psql(`select "${schema}".enqueue('report', ${opts})`);
       assert.notEqual(bad.code, 0);
       assert.match(bad.err, re);
@@ -200,14 +229,24 @@ Deno.test("migrations: concurrent migrate is safe; a newer schema is refused by 
   const { client, drop, schema } = await testClient();
   try {
     const { createClient, SchemaTooNewError } = await import("../../mod.ts");
-    const others = [1, 2, 3].map(() => createClient({ databaseUrl: DATABASE_URL, schema, maxConnections: 1 }));
+    const others = [1, 2, 3].map(() =>
+      createClient({ databaseUrl: DATABASE_URL, schema, maxConnections: 1 })
+    );
     const results = await Promise.all(others.map((c) => c.migrate()));
     assert.ok(results.every((r) => r.applied.length === 0));
     await Promise.all(others.map((c) => c.close()));
     const { EXPECTED_SCHEMA_VERSION } = await import("../../mod.ts");
-    assert.deepEqual(await client.schemaStatus(), { current: EXPECTED_SCHEMA_VERSION, expected: EXPECTED_SCHEMA_VERSION });
-    await client.sql.unsafe(`insert into "${schema}".schema_migrations (version, name) values (99, 'future')`);
-    await assert.rejects(() => client.migrate(), (e: Error) => e instanceof SchemaTooNewError && /newer/.test(e.message));
+    assert.deepEqual(await client.schemaStatus(), {
+      current: EXPECTED_SCHEMA_VERSION,
+      expected: EXPECTED_SCHEMA_VERSION,
+    });
+    await client.sql.unsafe(
+      `insert into "${schema}".schema_migrations (version, name) values (99, 'future')`,
+    );
+    await assert.rejects(
+      () => client.migrate(),
+      (e: Error) => e instanceof SchemaTooNewError && /newer/.test(e.message),
+    );
   } finally {
     await drop();
   }
@@ -221,7 +260,11 @@ Deno.test("migrations: two first-time migrations of one schema at once both succ
   try {
     const rs = await Promise.all(cs.map((c) => c.migrate()));
     const { MIGRATIONS } = await import("../../src/db/schema_version.ts");
-    assert.deepEqual(rs.map((r) => r.applied.length).sort(), [0, MIGRATIONS.length], "one applies all, the other none");
+    assert.deepEqual(
+      rs.map((r) => r.applied.length).sort(),
+      [0, MIGRATIONS.length],
+      "one applies all, the other none",
+    );
   } finally {
     await Promise.all(cs.map((c) => c.close()));
     await dropSchema(schema);

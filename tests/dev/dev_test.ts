@@ -14,7 +14,6 @@ const ROOT = new URL("../..", import.meta.url).pathname;
 /** No database URL and no schema from the environment: the embedded mode. */
 const EMBEDDED = { DATABASE_URL: "", SERVICE_SCHEMA: "", NO_COLOR: "1" };
 
-// deno-lint-ignore no-explicit-any
 type Json = any;
 
 /** `deno task dev --port 0 <args>` in the repository, as the README says; resolves with its UI address. */

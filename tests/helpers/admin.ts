@@ -6,7 +6,6 @@ import { testClient } from "./db.ts";
 /** An answer of the admin server. */
 export interface Answer {
   status: number;
-  // deno-lint-ignore no-explicit-any
   body: any;
   headers: Headers;
   text: string;

@@ -1,6 +1,6 @@
 /** Test helpers: each test gets its own schema in the shared database and drops it afterwards. */
 import postgres from "postgres";
-import { createClient, type Client, type ClientOptions } from "../../src/client/client.ts";
+import { type Client, type ClientOptions, createClient } from "../../src/client/client.ts";
 
 /** The test database (env TEST_DATABASE_URL, else the local server). */
 export const DATABASE_URL: string = Deno.env.get("TEST_DATABASE_URL") ??
@@ -58,7 +58,11 @@ export async function dropSchema(schema: string): Promise<void> {
 }
 
 /** Polls `fn` until it returns a truthy value or the timeout passes. */
-export async function waitFor<T>(fn: () => Promise<T> | T, timeoutMs = 10_000, what = "condition"): Promise<T> {
+export async function waitFor<T>(
+  fn: () => Promise<T> | T,
+  timeoutMs = 10_000,
+  what = "condition",
+): Promise<T> {
   const until = Date.now() + timeoutMs;
   for (;;) {
     const v = await fn();

@@ -459,7 +459,6 @@ Deno.test("a database fault is 500 internal: details go to the log, not to the c
 Deno.test("createCallbackRouter: auth is required and checked; handle() falls through outside the prefix", async () => {
   const client = createClient({ databaseUrl: `postgres://127.0.0.1:${closedPort()}/x`, maxConnections: 1 });
   try {
-    // deno-lint-ignore no-explicit-any
     assert.throws(() => createCallbackRouter(client, {} as any), /auth must be/);
     assert.throws(
       () => createCallbackRouter(client, { auth: { kind: "signed", secret: new Uint8Array(16) } }),

@@ -9,7 +9,12 @@ import { collectLines } from "../helpers/process.ts";
 
 const CLI = new URL("../../cli.ts", import.meta.url).pathname;
 /** The test database, and none of the serve settings this process's environment might carry. */
-const SERVE_ENV = { DATABASE_URL, SERVICE_READ_ONLY: "", SERVICE_CALLBACK_HMAC_SECRET: "", SERVICE_POOL_MAX: "" };
+const SERVE_ENV = {
+  DATABASE_URL,
+  SERVICE_READ_ONLY: "",
+  SERVICE_CALLBACK_HMAC_SECRET: "",
+  SERVICE_POOL_MAX: "",
+};
 
 interface ServeProc {
   child: Deno.ChildProcess;

@@ -4,10 +4,10 @@ import { Batcher, ItemFailure } from "../../src/runtime/batcher.ts";
 
 Deno.test("Batcher: items added together go in one call, in order, and a failed call rejects only its batch", async () => {
   const calls: number[][] = [];
-  const b = new Batcher<number, string>(async (items) => {
+  const b = new Batcher<number, string>((items) => {
     calls.push(items);
-    if (items.includes(13)) throw new Error("unlucky");
-    return items.map((i) => i === 7 ? new ItemFailure(new Error("seven alone")) : `#${i}`);
+    if (items.includes(13)) return Promise.reject(new Error("unlucky"));
+    return Promise.resolve(items.map((i) => i === 7 ? new ItemFailure(new Error("seven alone")) : `#${i}`));
   }, 3);
   const first = await Promise.all([1, 2, 3, 4].map((i) => b.add(i)));
   assert.deepEqual(first, ["#1", "#2", "#3", "#4"]);
@@ -30,10 +30,14 @@ Deno.test("Batcher: items added together go in one call, in order, and a failed 
 
 Deno.test("Batcher with a linger: items added within it share one call; a full batch does not wait", async () => {
   const calls: number[][] = [];
-  const b = new Batcher<number, number>(async (items) => {
-    calls.push(items);
-    return items;
-  }, 4, 500);
+  const b = new Batcher<number, number>(
+    (items) => {
+      calls.push(items);
+      return Promise.resolve(items);
+    },
+    4,
+    500,
+  );
   const first = b.add(1);
   await new Promise((r) => setTimeout(r, 5)); // several macrotasks later, still within the linger
   const second = b.add(2);

@@ -80,7 +80,6 @@ Deno.test("a resolution the database refuses fails alone; the others in its batc
     const e = client.engine;
     const results = await Promise.allSettled([
       e.resolveCallback(jobs[0].callbackId, "complete", { payload: 1 }),
-      // deno-lint-ignore no-explicit-any
       e.resolveCallback(jobs[1].callbackId, "explode" as any, {}),
       e.resolveCallback(jobs[2].callbackId, "complete", { payload: 3 }),
     ]);

@@ -29,16 +29,25 @@ for (const deleteRows of [false, true]) {
       await client.enqueueMany(Array.from({ length: 5000 }, () => ({ kind: "k" })));
       // 4,990 jobs ran and completed, leaving dead `running` entries behind; 10 are running now.
       await sql.unsafe(`update "${schema}".jobs set state = 'running', lease = 1`);
-      await sql.unsafe(`update "${schema}".jobs set state = 'completed', finalized_at = now() where id <= (select min(id) + 4989 from "${schema}".jobs)`);
+      await sql.unsafe(
+        `update "${schema}".jobs set state = 'completed', finalized_at = now() where id <= (select min(id) + 4989 from "${schema}".jobs)`,
+      );
       await sql.unsafe(`analyze "${schema}".jobs`);
-      const running = await sql.unsafe(`select id from "${schema}".jobs where state = 'running' order by id limit 2`);
+      const running = await sql.unsafe(
+        `select id from "${schema}".jobs where state = 'running' order by id limit 2`,
+      );
       const ids = running.map((r) => Number(r.id));
       const json = JSON.stringify(ids.map((id) => ({ id, lease: 1, result: null })));
       const text = completionSql(schemaNames(schema), deleteRows);
       const [{ "QUERY PLAN": plan }] = await sql.unsafe(`explain (format json) ${text}`, [json, ids]);
-      const scans = nodes(plan[0].Plan).filter((p) => /Scan/.test(p["Node Type"]) && p["Index Name"]?.startsWith("jobs_"));
+      const scans = nodes(plan[0].Plan).filter((p) =>
+        /Scan/.test(p["Node Type"]) && p["Index Name"]?.startsWith("jobs_")
+      );
       assert.deepEqual(scans.length, 1, JSON.stringify(plan));
-      assert.ok(/id = ANY/.test(scans[0]["Index Cond"] ?? ""), `jobs scan without an id probe: ${JSON.stringify(scans[0])}`);
+      assert.ok(
+        /id = ANY/.test(scans[0]["Index Cond"] ?? ""),
+        `jobs scan without an id probe: ${JSON.stringify(scans[0])}`,
+      );
       assert.ok(!/Bitmap/.test(scans[0]["Node Type"]), `bitmap scan: ${JSON.stringify(scans[0])}`);
       // And it completes exactly those two.
       const done = await sql.unsafe(text, [json, ids]);

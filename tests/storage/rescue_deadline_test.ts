@@ -13,17 +13,24 @@ Deno.test("rescue: a passed deadline waits out the grace, then the attempt is re
     const claimed = await client.engine.claim("default", 3, "rt", { k: 60_000 });
     assert.equal(claimed.length, 3);
     // a: deadline passed just now (within the grace); b: passed longer ago than the grace; c: heartbeat stale.
-    await sql.unsafe(`update "${schema}".jobs set deadline_at = now() - interval '10 milliseconds' where id = $1`, [a.id]);
+    await sql.unsafe(
+      `update "${schema}".jobs set deadline_at = now() - interval '10 milliseconds' where id = $1`,
+      [a.id],
+    );
     await sql.unsafe(
       `update "${schema}".jobs set deadline_at = now() - ($2::bigint + 500) * interval '1 millisecond' where id = $1`,
       [b.id, DEADLINE_GRACE_MS],
     );
-    await sql.unsafe(`update "${schema}".jobs set heartbeat_at = now() - interval '10 minutes' where id = $1`, [c.id]);
+    await sql.unsafe(
+      `update "${schema}".jobs set heartbeat_at = now() - interval '10 minutes' where id = $1`,
+      [c.id],
+    );
 
     const rescued = await client.engine.rescue(90_000);
     assert.deepEqual(
       rescued.map((r) => [r.id, r.state, r.reason]).sort(),
-      [[b.id, "retryable", "deadline exceeded"], [c.id, "retryable", "heartbeat stale: worker presumed dead"]].sort(),
+      [[b.id, "retryable", "deadline exceeded"], [c.id, "retryable", "heartbeat stale: worker presumed dead"]]
+        .sort(),
     );
     assert.equal((await client.getJob(a.id))!.state, "running", "still the worker's to enforce");
     assert.match((await client.getJob(b.id))!.errors[0].error, /rescued: deadline exceeded/);

@@ -5,7 +5,7 @@
  * in tests/screenshots/ (git-ignored) for a person to look at.
  */
 import assert from "node:assert/strict";
-import type { Browser, Page } from "playwright-core";
+import type { Page } from "playwright-core";
 import { launchChromium } from "../../ui/dev/chromium.ts";
 import type { Client } from "../../src/client/client.ts";
 import { createAdminServer } from "../../src/http/server.ts";

@@ -196,7 +196,11 @@ Deno.test("parks are written after the slot is freed, and shutdown waits for the
     await stop(); // stops claiming, waits for the POSTs in flight, then for their parks
     const states = await Promise.all(jobs.map(async (j) => (await client.getJob(j.id))!.state));
     const parked = states.filter((s) => s === "waiting_external").length;
-    assert.equal(parked, answered, `every job the function answered is parked after shutdown: ${states.join(",")}`);
+    assert.equal(
+      parked,
+      answered,
+      `every job the function answered is parked after shutdown: ${states.join(",")}`,
+    );
     assert.ok(states.every((s) => s === "waiting_external" || s === "available"), states.join(","));
   } finally {
     await fn.close();

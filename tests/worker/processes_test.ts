@@ -10,25 +10,35 @@ Deno.test("10,000 jobs by 3 worker processes: every effect exactly once, none lo
   try {
     await Promise.all(procs.map((p) => p.waitLine(/^started /)));
     for (let i = 0; i < 10; i++) {
-      await client.enqueueMany(Array.from({ length: 1000 }, (_, j) => ({ kind: "effect", args: { n: i * 1000 + j } })));
-    }
-    await waitFor(async () => {
-      const [r] = await client.sql.unsafe(
-        `select count(*)::int as n from "${schema}".jobs where state = 'completed'`,
+      await client.enqueueMany(
+        Array.from({ length: 1000 }, (_, j) => ({ kind: "effect", args: { n: i * 1000 + j } })),
       );
-      return r.n === 10_000;
-    }, 120_000, "all completed");
+    }
+    await waitFor(
+      async () => {
+        const [r] = await client.sql.unsafe(
+          `select count(*)::int as n from "${schema}".jobs where state = 'completed'`,
+        );
+        return r.n === 10_000;
+      },
+      120_000,
+      "all completed",
+    );
     const [e] = await client.sql.unsafe(
       `select count(*)::int as total, count(distinct job_id)::int as distinct_jobs, count(distinct pid)::int as pids
          from "${schema}".effects`,
     );
     if (e.total !== 10_000) {
-      console.log(await client.sql.unsafe(
-        `select id, attempt, lease, errors from "${schema}".jobs where attempt <> 1 or lease <> 1 limit 5`,
-      ));
-      console.log(await client.sql.unsafe(
-        `select job_id, array_agg(pid) from "${schema}".effects group by job_id having count(*) > 1 limit 5`,
-      ));
+      console.log(
+        await client.sql.unsafe(
+          `select id, attempt, lease, errors from "${schema}".jobs where attempt <> 1 or lease <> 1 limit 5`,
+        ),
+      );
+      console.log(
+        await client.sql.unsafe(
+          `select job_id, array_agg(pid) from "${schema}".effects group by job_id having count(*) > 1 limit 5`,
+        ),
+      );
     }
     assert.equal(e.total, 10_000, "each effect recorded once");
     assert.equal(e.distinct_jobs, 10_000);
@@ -62,15 +72,31 @@ Deno.test("kill -9 mid-job: another process rescues and completes it; the stale 
     await client.sql.unsafe(`update "${schema}".jobs set kind = 'tick' where id = ${job.id}`);
     b = spawnWorker(schema, { MODE: "b" });
     await b.waitLine(/^started /);
-    await waitFor(async () => (await client.getJob(job.id))!.state === "completed", 20_000, "rescued and completed");
+    await waitFor(
+      async () => (await client.getJob(job.id))!.state === "completed",
+      20_000,
+      "rescued and completed",
+    );
     const done = (await client.getJob(job.id))!;
     assert.equal(done.attempt, 2);
     assert.equal(done.lease, running.lease + 1);
     assert.match(done.errors[0].error, /rescued: heartbeat stale/);
     assert.equal(done.result, "b");
     // The killed attempt's completion arrives late: nothing changes.
-    assert.deepEqual(await client.engine.complete([{ id: job.id, lease: running.lease, result: "stale" }], false), []);
-    assert.equal(await client.engine.fail({ id: job.id, lease: running.lease, error: "late", terminal: true, retryDelayMs: 0 }), null);
+    assert.deepEqual(
+      await client.engine.complete([{ id: job.id, lease: running.lease, result: "stale" }], false),
+      [],
+    );
+    assert.equal(
+      await client.engine.fail({
+        id: job.id,
+        lease: running.lease,
+        error: "late",
+        terminal: true,
+        retryDelayMs: 0,
+      }),
+      null,
+    );
     const after = (await client.getJob(job.id))!;
     assert.equal(after.state, "completed");
     assert.equal(after.result, "b");
@@ -82,7 +108,7 @@ Deno.test("kill -9 mid-job: another process rescues and completes it; the stale 
 });
 
 Deno.test("leader failover: a new leader within the election interval, never two at once, duties go on", async () => {
-  const { client, drop, schema, } = await testClient();
+  const { client, drop, schema } = await testClient();
   await client.sql.unsafe(`create table "${schema}".effects (job_id bigint not null, pid int not null)`);
   const key = client.names.leaderLockKey;
   const hi = Math.floor(key / 2 ** 32);
@@ -104,17 +130,25 @@ Deno.test("leader failover: a new leader within the election interval, never two
   try {
     await Promise.all(procs.map((p) => p.waitLine(/^started /)));
     await waitFor(async () => (await holders()).length === 1, 10_000, "a leader");
-    const leaderRow = await waitFor(async () => {
-      const rows = await client.sql.unsafe(`select id, pid from "${schema}".runtimes where leader`);
-      return rows.length === 1 ? rows[0] : null;
-    }, 10_000, "leader row") as unknown as { id: string; pid: number };
+    const leaderRow = await waitFor(
+      async () => {
+        const rows = await client.sql.unsafe(`select id, pid from "${schema}".runtimes where leader`);
+        return rows.length === 1 ? rows[0] : null;
+      },
+      10_000,
+      "leader row",
+    ) as unknown as { id: string; pid: number };
     const [oldBackend] = await holders();
     const leaderIdx = procs.findIndex((p) => p.lines.some((l) => l === `started ${leaderRow.id}`));
     assert.ok(leaderIdx >= 0);
     await procs[leaderIdx].kill("SIGKILL");
     const killedAt = Date.now();
     // PostgreSQL notices the dead backend; the lock is freed and the survivor takes it.
-    await waitFor(async () => (await holders()).length === 1 && !(await holders()).includes(oldBackend), 10_000, "new leader");
+    await waitFor(
+      async () => (await holders()).length === 1 && !(await holders()).includes(oldBackend),
+      10_000,
+      "new leader",
+    );
     const took = Date.now() - killedAt;
     assert.ok(took < 300 + 2000, `new leader after ${took} ms`);
     // Promotion goes on under the new leader: a scheduled job runs.

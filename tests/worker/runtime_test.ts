@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { testClient, waitFor } from "../helpers/db.ts";
 import { startWorker } from "../helpers/worker.ts";
-import { CallbackEndedError, snooze, TerminalError, type Job, type JobContext } from "../../mod.ts";
+import { CallbackEndedError, type Job, type JobContext, snooze, TerminalError } from "../../mod.ts";
 
 const fast = () => 20; // backoff for tests
 
@@ -14,11 +14,30 @@ Deno.test("handler outcomes: result stored, retries with backoff, exhaustion, Te
   const { stop } = await startWorker(client, {
     handlers: {
       ok: (job) => ({ doubled: (job.args.n as number) * 2 }),
-      flaky: { handler: () => { if (bump("flaky") < 3) throw new Error(`flake ${calls.get("flaky")}`); return "done"; }, backoff: fast },
-      always: { handler: () => { throw new Error("always fails"); }, backoff: fast },
-      terminal: () => { throw new TerminalError("bad input"); },
+      flaky: {
+        handler: () => {
+          if (bump("flaky") < 3) throw new Error(`flake ${calls.get("flaky")}`);
+          return "done";
+        },
+        backoff: fast,
+      },
+      always: {
+        handler: () => {
+          throw new Error("always fails");
+        },
+        backoff: fast,
+      },
+      terminal: () => {
+        throw new TerminalError("bad input");
+      },
       snoozer: () => (bump("snoozer") === 1 ? snooze(50) : "woke"),
-      capped: { handler: () => { throw new Error("x"); }, backoff: fast, maxAttempts: 2 },
+      capped: {
+        handler: () => {
+          throw new Error("x");
+        },
+        backoff: fast,
+        maxAttempts: 2,
+      },
     },
     on: { retried: (j) => retried.push(j.id), failed: (j) => failed.push(j.id) },
   });
@@ -72,7 +91,13 @@ Deno.test("handler outcomes: result stored, retries with backoff, exhaustion, Te
 
 Deno.test("default backoff: 2^attempt seconds plus up to 25 % jitter", async () => {
   const { client, drop } = await testClient();
-  const { stop } = await startWorker(client, { handlers: { boom: () => { throw new Error("boom"); } } });
+  const { stop } = await startWorker(client, {
+    handlers: {
+      boom: () => {
+        throw new Error("boom");
+      },
+    },
+  });
   try {
     const j = await client.enqueue("boom", {});
     await waitFor(async () => (await client.getJob(j.id))!.state === "retryable", 5000);
@@ -113,7 +138,10 @@ Deno.test("cancel of a running job fires its abort signal; cancel/retry state ru
     assert.equal(after.state, "cancelled", "the handler's late result changes nothing");
     await assert.rejects(() => client.cancel(j.id), /only a job that has not finished can be cancelled/);
     const fresh = await client.enqueue("other", {}, { queue: "elsewhere" });
-    await assert.rejects(() => client.retry(fresh.id), /only a completed, failed or cancelled job can be retried/);
+    await assert.rejects(
+      () => client.retry(fresh.id),
+      /only a completed, failed or cancelled job can be retried/,
+    );
     await assert.rejects(() => client.retry(999999), /job 999999 not found/);
     const again = await client.retry(j.id);
     assert.equal(again.state, "available");
@@ -130,7 +158,11 @@ Deno.test("claim order is priority, then run_at, then id; a paused queue is not 
   await client.pauseQueue("default");
   const { stop } = await startWorker(client, {
     queues: { default: { maxWorkers: 1 } },
-    handlers: { k: (job) => { order.push(job.args.name as string); } },
+    handlers: {
+      k: (job) => {
+        order.push(job.args.name as string);
+      },
+    },
   });
   try {
     await client.enqueue("k", { name: "p4" }, { priority: 4 });
@@ -153,7 +185,13 @@ Deno.test("claim order is priority, then run_at, then id; a paused queue is not 
 Deno.test("scheduled jobs run when due and not before", async () => {
   const { client, drop } = await testClient();
   const ranAt = new Map<number, number>();
-  const { stop } = await startWorker(client, { handlers: { later: (job) => { ranAt.set(job.id, Date.now()); } } });
+  const { stop } = await startWorker(client, {
+    handlers: {
+      later: (job) => {
+        ranAt.set(job.id, Date.now());
+      },
+    },
+  });
   try {
     const due = new Date(Date.now() + 800);
     const j = await client.enqueue("later", {}, { runAt: due });
@@ -222,7 +260,9 @@ Deno.test("batch claims never take more jobs than free slots", async () => {
     await client.enqueueMany(Array.from({ length: 30 }, () => ({ kind: "k" })));
     await waitFor(async () => (await client.listQueues())[0].counts.completed === 30, 10000);
     assert.ok(peak <= 3, `peak concurrency ${peak}`);
-    const [r] = await client.sql.unsafe(`select count(*)::int as n from "${client.schema}".jobs where state = 'running'`);
+    const [r] = await client.sql.unsafe(
+      `select count(*)::int as n from "${client.schema}".jobs where state = 'running'`,
+    );
     assert.equal(r.n, 0);
   } finally {
     await stop();
@@ -247,7 +287,10 @@ Deno.test("in-process callbacks: resumeExternal wakes the waiting handler within
   });
   try {
     const j = await client.enqueue("wait", {});
-    await waitFor(async () => cbId !== null && (await client.getJob(j.id))!.state === "waiting_external", 5000);
+    await waitFor(
+      async () => cbId !== null && (await client.getJob(j.id))!.state === "waiting_external",
+      5000,
+    );
     const parked = (await client.getJob(j.id))!;
     assert.equal(parked.callbackId, cbId);
     const t0 = Date.now();
@@ -331,9 +374,16 @@ Deno.test("graceful shutdown: finishers complete, the rest are aborted and retry
   let started = 0;
   const { stop } = await startWorker(client, {
     handlers: {
-      quick: async () => { started++; await new Promise((r) => setTimeout(r, 100)); return "finished"; },
+      quick: async () => {
+        started++;
+        await new Promise((r) => setTimeout(r, 100));
+        return "finished";
+      },
       stuck: (_j: Job, ctx: JobContext) =>
-        new Promise(() => { started++; ctx.signal.addEventListener("abort", () => aborted.push(ctx.signal.reason)); }),
+        new Promise(() => {
+          started++;
+          ctx.signal.addEventListener("abort", () => aborted.push(ctx.signal.reason));
+        }),
     },
   });
   try {
@@ -372,10 +422,25 @@ Deno.test("stale attempt: rescue, re-claim, and a late completion with the old l
     const [second] = await client.engine.claim("default", 1, "live-runtime", {});
     assert.equal(second.id, first.id);
     assert.equal(second.lease, first.lease + 1);
-    assert.deepEqual(await client.engine.complete([{ id: first.id, lease: first.lease, result: "stale" }], false), []);
-    assert.equal(await client.engine.fail({ id: first.id, lease: first.lease, error: "x", terminal: true, retryDelayMs: 0 }), null);
+    assert.deepEqual(
+      await client.engine.complete([{ id: first.id, lease: first.lease, result: "stale" }], false),
+      [],
+    );
+    assert.equal(
+      await client.engine.fail({
+        id: first.id,
+        lease: first.lease,
+        error: "x",
+        terminal: true,
+        retryDelayMs: 0,
+      }),
+      null,
+    );
     assert.equal((await client.getJob(first.id))!.state, "running");
-    assert.deepEqual(await client.engine.complete([{ id: second.id, lease: second.lease, result: "fresh" }], false), [second.id]);
+    assert.deepEqual(
+      await client.engine.complete([{ id: second.id, lease: second.lease, result: "fresh" }], false),
+      [second.id],
+    );
     const done = (await client.getJob(first.id))!;
     assert.equal(done.state, "completed");
     assert.equal(done.result, "fresh");
@@ -388,7 +453,9 @@ Deno.test("stale attempt: rescue, re-claim, and a late completion with the old l
 Deno.test("worker refuses an outdated schema and runs on a newer one", async () => {
   const { client, drop, schema } = await testClient();
   try {
-    await client.sql.unsafe(`insert into "${schema}".schema_migrations (version, name) values (999, 'future')`);
+    await client.sql.unsafe(
+      `insert into "${schema}".schema_migrations (version, name) values (999, 'future')`,
+    );
     const { stop } = await startWorker(client, { handlers: { k: () => 1 } });
     const j = await client.enqueue("k", {});
     await waitFor(async () => (await client.getJob(j.id))!.state === "completed", 5000);
@@ -404,7 +471,14 @@ Deno.test("NOTIFY wakes an idle worker at once: client enqueue, transactional en
   const { client, drop, schema } = await testClient();
   const seen: number[] = [];
   // A poll interval of a minute: only a notification can wake the claim loop within the test.
-  const { stop } = await startWorker(client, { pollInterval: 60_000, handlers: { k: (job) => { seen.push(job.id); } } });
+  const { stop } = await startWorker(client, {
+    pollInterval: 60_000,
+    handlers: {
+      k: (job) => {
+        seen.push(job.id);
+      },
+    },
+  });
   try {
     await new Promise((r) => setTimeout(r, 300)); // the first poll has gone by
     const a = await client.enqueue("k", {});
@@ -423,14 +497,22 @@ Deno.test("a worker warns at start when maxConnections < sum(claimers) + 5", asy
   const { client, drop } = await testClient();
   const warnings: string[] = [];
   const logger = { debug() {}, info() {}, error() {}, warn: (...a: unknown[]) => warnings.push(a.join(" ")) };
-  const small = await startWorker(client, { maxConnections: 4, queues: { a: { claimers: 2 }, b: {} }, logger });
+  const small = await startWorker(client, {
+    maxConnections: 4,
+    queues: { a: { claimers: 2 }, b: {} },
+    logger,
+  });
   await small.stop();
   assert.ok(
     warnings.some((w) => /maxConnections 4 is below the guideline sum\(claimers\) \+ 5 = 8/.test(w)),
     JSON.stringify(warnings),
   );
   warnings.length = 0;
-  const enough = await startWorker(client, { maxConnections: 8, queues: { a: { claimers: 2 }, b: {} }, logger });
+  const enough = await startWorker(client, {
+    maxConnections: 8,
+    queues: { a: { claimers: 2 }, b: {} },
+    logger,
+  });
   await enough.stop();
   assert.ok(!warnings.some((w) => /guideline/.test(w)), JSON.stringify(warnings));
   await drop();
@@ -458,11 +540,18 @@ Deno.test("when LISTEN fails the worker falls back to polling by itself", async 
     queues: { default: { maxWorkers: 1 } },
     pollInterval: 100,
     logger: { debug() {}, info() {}, error() {}, warn: (...a: unknown[]) => warnings.push(a.join(" ")) },
-    handlers: { k: (job) => { ran.push(job.id); } },
+    handlers: {
+      k: (job) => {
+        ran.push(job.id);
+      },
+    },
   });
   try {
     await worker.start();
-    assert.ok(warnings.some((w) => /LISTEN .* failed .*falling back to polling/.test(w)), JSON.stringify(warnings));
+    assert.ok(
+      warnings.some((w) => /LISTEN .* failed .*falling back to polling/.test(w)),
+      JSON.stringify(warnings),
+    );
     const j = await client.enqueue("k", {});
     await waitFor(() => ran.includes(j.id), 5000, "polled job");
   } finally {

@@ -19,7 +19,6 @@ const BASE = opt("--url", "http://127.0.0.1:8788").replace(/\/$/, "");
 const OUT = opt("--out", "/tmp/ui-shots");
 const PREFIX = opt("--prefix", "rw");
 
-
 async function firstJobId(state: string): Promise<number | null> {
   const res = await fetch(`${BASE}/api/jobs?state=${state}&limit=1`);
   const body = await res.json();

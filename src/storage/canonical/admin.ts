@@ -1,7 +1,7 @@
 /** Reading jobs and the admin changes: get, list (keyset), cancel, retry, bulk by filter. */
 import type { Db } from "../../db/connection.ts";
 import type { SchemaNames } from "../../db/names.ts";
-import { JOB_STATES, type Job, type JobPage, type ListJobsOptions } from "../../types.ts";
+import { type Job, JOB_STATES, type JobPage, type ListJobsOptions } from "../../types.ts";
 import { ValidationError } from "../../errors.ts";
 import type { JobFilter } from "../engine.ts";
 import { rowToJob } from "../job_row.ts";
@@ -22,7 +22,9 @@ function filterSql(f: JobFilter & { tag?: string; q?: string }, params: unknown[
     const states = Array.isArray(f.state) ? f.state : [f.state];
     for (const st of states) {
       if (!JOB_STATES.includes(st)) {
-        throw new ValidationError(`unknown job state ${JSON.stringify(st)}: use one of ${JOB_STATES.join(", ")}`);
+        throw new ValidationError(
+          `unknown job state ${JSON.stringify(st)}: use one of ${JOB_STATES.join(", ")}`,
+        );
       }
     }
     where.push(states.length ? `state in (${states.map((st) => `'${st}'`).join(", ")})` : "false");

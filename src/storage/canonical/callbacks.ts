@@ -44,7 +44,9 @@ export async function getCallback(db: Db, n: SchemaNames, id: string): Promise<C
 }
 
 export async function listCallbacks(db: Db, n: SchemaNames, jobId: number): Promise<CallbackRecord[]> {
-  const rows = await db.query(`select * from ${n.q}.callbacks where job_id = $1 order by created_at`, [jobId]);
+  const rows = await db.query(`select * from ${n.q}.callbacks where job_id = $1 order by created_at`, [
+    jobId,
+  ]);
   return rows.map(rowToCallback);
 }
 
@@ -68,7 +70,11 @@ function rowToResolution(r: Row): CallbackResolution {
 }
 
 /** Resolves one callback (`resolve_callback`). */
-export async function resolveCallback(db: Db, n: SchemaNames, q: ResolveRequest): Promise<CallbackResolution> {
+export async function resolveCallback(
+  db: Db,
+  n: SchemaNames,
+  q: ResolveRequest,
+): Promise<CallbackResolution> {
   const rows = await db.query(
     `select * from ${n.q}.resolve_callback($1::uuid, $2, $3::text::jsonb, $4, $5, $6)`,
     [

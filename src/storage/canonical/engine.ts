@@ -11,9 +11,9 @@ import type {
   Completion,
   Failure,
   JobFilter,
-  ParkRequest,
   MaintainedJob,
   NewJob,
+  ParkRequest,
   Retention,
   RuntimeReport,
   StorageEngine,
@@ -24,8 +24,20 @@ import { completeJobs } from "./complete.ts";
 import { failJob, heartbeatJobs, parkJobs, snoozeJob } from "./fail.ts";
 import { bulkCancel, bulkRetry, cancelJob, getJob, listJobs, retryJob } from "./admin.ts";
 import { listQueues, setQueuePaused } from "./queues.ts";
-import { getCallback, listCallbacks, registerCallback, resolveCallbacks, type ResolveRequest } from "./callbacks.ts";
-import { cleanupFinished, expireCallbacks, promoteDue, refreshStatistics, rescueStale } from "./maintenance.ts";
+import {
+  getCallback,
+  listCallbacks,
+  registerCallback,
+  resolveCallbacks,
+  type ResolveRequest,
+} from "./callbacks.ts";
+import {
+  cleanupFinished,
+  expireCallbacks,
+  promoteDue,
+  refreshStatistics,
+  rescueStale,
+} from "./maintenance.ts";
 import { deleteRuntime, listRuntimes, upsertRuntime } from "./runtimes.ts";
 import { Batcher } from "../../runtime/batcher.ts";
 
@@ -98,7 +110,12 @@ export class CanonicalEngine implements StorageEngine {
   listQueues(): Promise<QueueInfo[]> {
     return listQueues(this.db, this.n);
   }
-  registerCallback(id: number, lease: number, timeoutMs: number, kind: "in_process" | "http"): Promise<string | null> {
+  registerCallback(
+    id: number,
+    lease: number,
+    timeoutMs: number,
+    kind: "in_process" | "http",
+  ): Promise<string | null> {
     return registerCallback(this.db, this.n, id, lease, timeoutMs, kind);
   }
   getCallback(id: string): Promise<CallbackRecord | null> {

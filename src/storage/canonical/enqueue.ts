@@ -32,7 +32,11 @@ export async function enqueueJobs(db: Db, n: SchemaNames, jobs: NewJob[]): Promi
             i.priority, coalesce(i.run_at, now()), i.max_attempts, i.tags, i.metadata::jsonb, i.unique_key
        from json_to_recordset($1::text::json) as i(kind text, queue text, args json, priority smallint,
             run_at timestamptz, max_attempts integer, tags text[], metadata json, unique_key text)
-     ${anyKey ? `on conflict (unique_key) where unique_key is not null and state in ${NON_TERMINAL} do nothing` : ""}
+     ${
+      anyKey
+        ? `on conflict (unique_key) where unique_key is not null and state in ${NON_TERMINAL} do nothing`
+        : ""
+    }
      returning id, state, queue, run_at, created_at, unique_key),
      woken as (select pg_notify($2, q.queue)::text from (select distinct queue from ins where state = 'available') q)
      select ins.id, ins.state, ins.run_at, ins.created_at, ins.unique_key, (select count(*) from woken) as woken

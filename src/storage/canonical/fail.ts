@@ -24,7 +24,13 @@ export async function failJob(db: Db, n: SchemaNames, f: Failure): Promise<Job |
   return rows.length ? rowToJob(rows[0]) : null;
 }
 
-export async function snoozeJob(db: Db, n: SchemaNames, id: number, lease: number, delayMs: number): Promise<boolean> {
+export async function snoozeJob(
+  db: Db,
+  n: SchemaNames,
+  id: number,
+  lease: number,
+  delayMs: number,
+): Promise<boolean> {
   const rows = await db.query(
     `update ${n.q}.jobs
         set state = 'scheduled', attempt = attempt - 1, run_at = now() + $3::bigint * interval '1 millisecond',
@@ -65,7 +71,11 @@ export async function parkJobs(db: Db, n: SchemaNames, items: ParkRequest[]): Pr
   return rows.map((r) => Number(r.id));
 }
 
-export async function heartbeatJobs(db: Db, n: SchemaNames, items: { id: number; lease: number }[]): Promise<void> {
+export async function heartbeatJobs(
+  db: Db,
+  n: SchemaNames,
+  items: { id: number; lease: number }[],
+): Promise<void> {
   if (items.length === 0) return;
   await db.query(
     `update ${n.q}.jobs j set heartbeat_at = now()

@@ -29,7 +29,10 @@ export async function listQueues(db: Db, n: SchemaNames): Promise<QueueInfo[]> {
   return rows.map((r) => ({
     name: r.name,
     paused: r.paused,
-    counts: Object.fromEntries(JOB_STATES.map((s) => [s, Number(r.counts[s] ?? 0)])) as Record<JobState, number>,
+    counts: Object.fromEntries(JOB_STATES.map((s) => [s, Number(r.counts[s] ?? 0)])) as Record<
+      JobState,
+      number
+    >,
     oldestAvailableAgeSeconds: r.age === null ? null : Number(r.age),
   }));
 }

@@ -92,7 +92,9 @@ export class MaintenanceLoop {
           }
         }
       }
-      await this.wakeup.wait(this.election.isLeader ? this.intervalMs : Math.min(this.intervalMs, this.electionIntervalMs));
+      await this.wakeup.wait(
+        this.election.isLeader ? this.intervalMs : Math.min(this.intervalMs, this.electionIntervalMs),
+      );
     }
   }
 }

@@ -2,5 +2,7 @@
 import type { MaintenanceContext } from "./maintenance.ts";
 
 export async function statistics(m: MaintenanceContext): Promise<void> {
-  if (await m.engine.refreshStatistics()) m.logger.debug("svc: analyzed the job tables (statistics were missing or stale)");
+  if (await m.engine.refreshStatistics()) {
+    m.logger.debug("svc: analyzed the job tables (statistics were missing or stale)");
+  }
 }
