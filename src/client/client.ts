@@ -5,7 +5,7 @@
 import { connect, type Db, type Sql } from "../db/connection.ts";
 import { type Driver, postgresDriver } from "../db/driver.ts";
 import { DEFAULT_SCHEMA, type SchemaNames, schemaNames } from "../db/names.ts";
-import { migrate as runMigrations, type MigrateResult } from "../db/migrate.ts";
+import { migrate as runMigrations, type MigrateOptions, type MigrateResult } from "../db/migrate.ts";
 import { EXPECTED_SCHEMA_VERSION, readSchemaVersion } from "../db/schema_version.ts";
 import type { CallbackRecord, JobFilter, StorageEngine } from "../storage/engine.ts";
 import { CanonicalEngine } from "../storage/canonical/engine.ts";
@@ -66,7 +66,8 @@ export interface Client extends CronMethods {
   readonly engine: StorageEngine;
   /** @internal derived names of the schema. */
   readonly names: SchemaNames;
-  migrate(): Promise<MigrateResult>;
+  /** Applies missing migrations (idempotent; also `svc migrate`). `engine` etc. apply to a new database. */
+  migrate(opts?: MigrateOptions): Promise<MigrateResult>;
   /** Current and expected schema version. */
   schemaStatus(): Promise<{ current: number | null; expected: number }>;
   enqueue(kind: string, args?: Record<string, unknown>, opts?: EnqueueOptions): Promise<Job>;
@@ -144,7 +145,7 @@ export function createClient(opts: ClientOptions = {}): Client {
     db,
     engine,
     names,
-    migrate: () => runMigrations(db, names),
+    migrate: (o) => runMigrations(db, names, o),
     schemaStatus: async () => ({
       current: await readSchemaVersion(db, names),
       expected: EXPECTED_SCHEMA_VERSION,

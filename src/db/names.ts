@@ -1,3 +1,5 @@
+import { ValidationError } from "../errors.ts";
+
 /**
  * Names derived from the `schema` option: the quoted schema, NOTIFY channels and advisory-lock keys,
  * so that two schemas in one database never interfere.
@@ -25,15 +27,20 @@ export interface SchemaNames {
   migrateLockKey: number;
 }
 
-/** Validates a schema name and derives its names. */
-export function schemaNames(schema: string = DEFAULT_SCHEMA): SchemaNames {
-  if (!SCHEMA_RE.test(schema)) {
-    throw new Error(
-      `invalid schema name ${
-        JSON.stringify(schema)
-      }: use 1 to 51 characters of a-z 0-9 _ starting with a letter or _`,
+/** Throws a ValidationError unless `schema` is a valid schema name (1 to 51 of a-z 0-9 _, not a digit first). */
+export function validateSchemaName(schema: string): string {
+  if (typeof schema !== "string" || !SCHEMA_RE.test(schema)) {
+    throw new ValidationError(
+      `invalid schema name ${JSON.stringify(schema)}: ` +
+        "use 1 to 51 characters of a-z 0-9 _ starting with a letter or _",
     );
   }
+  return schema;
+}
+
+/** Validates a schema name and derives its names. */
+export function schemaNames(schema: string = DEFAULT_SCHEMA): SchemaNames {
+  validateSchemaName(schema);
   return {
     schema,
     q: `"${schema}"`,
@@ -43,6 +50,19 @@ export function schemaNames(schema: string = DEFAULT_SCHEMA): SchemaNames {
     leaderLockKey: lockKey(`svc:leader:${schema}`),
     migrateLockKey: lockKey(`svc:migrate:${schema}`),
   };
+}
+
+/** Names of the queue-storage schema (recorded in the storage state). */
+export interface QsNames {
+  schema: string;
+  /** The schema as a quoted identifier. */
+  q: string;
+}
+
+/** Names of a queue-storage schema. */
+export function qsNames(schema: string): QsNames {
+  validateSchemaName(schema);
+  return { schema, q: `"${schema}"` };
 }
 
 /** A stable 52-bit key from a string (FNV-1a 64 folded), exact as a JS number and as a Postgres bigint. */

@@ -7,6 +7,7 @@ export const MIGRATIONS: readonly { version: number; file: string }[] = [
   { version: 1, file: "0001_initial.sql" },
   { version: 2, file: "0002_cron.sql" },
   { version: 3, file: "0003_batched_callbacks.sql" },
+  { version: 4, file: "0004_queue_storage.sql" },
 ];
 
 /** The schema version this binary needs (workers run on any schema at or above it). */
