@@ -832,7 +832,7 @@ $$;
 -- existing job. Wakes the queues that got available jobs at commit.
 create function {{qs}}.enqueue_jobs(p_jobs jsonb)
 returns table (ord integer, id bigint, state text, run_at timestamptz, created_at timestamptz,
-               duplicate boolean, existing jsonb)
+               unique_key text, duplicate boolean, existing jsonb)
 language plpgsql set search_path from current as $$
 #variable_conflict use_column
 declare
@@ -894,7 +894,7 @@ begin
   -- Duplicates: the job that holds the key, read in a new statement (it may have committed meanwhile).
   return query
     select (x ->> 'ord')::integer, (x ->> 'id')::bigint, x ->> 'state', (x ->> 'run_at')::timestamptz,
-           (x ->> 'created_at')::timestamptz, (x ->> 'duplicate')::boolean,
+           (x ->> 'created_at')::timestamptz, x ->> 'unique_key', (x ->> 'duplicate')::boolean,
            case when (x ->> 'duplicate')::boolean then
              {{qs}}.get_job((select k.job_id from {{qs}}.unique_keys k where k.unique_key = x ->> 'unique_key'))
            end
@@ -948,7 +948,9 @@ begin
            now() + ((n.pol ->> 'timeout_ms')::bigint + case when n.pre then p_prefetch_ttl_ms else 0 end)
                    * interval '1 millisecond',
            n.pre, least(n.max_attempts, coalesce((n.pol ->> 'max_attempts')::integer, n.max_attempts)),
-           coalesce((n.pol -> 'delays_ms' ->> n.attempt)::bigint, backoff_ms(n.attempt + 1))
+           coalesce((n.pol -> 'delays_ms' ->> least(n.attempt,
+                       jsonb_array_length(coalesce(n.pol -> 'delays_ms', '[null]')) - 1))::bigint,
+                    backoff_ms(n.attempt + 1))
       from numbered n
     on conflict do nothing
     returning t.slot, t.queue, t.priority, t.shard, t.seq, t.lease, t.at, t.deadline_at, t.prefetched,
@@ -1856,6 +1858,39 @@ begin
   get diagnostics v_deleted = row_count;
   return v_n + v_deleted;
 exception when lock_not_available then
+  return v_n;
+end $$;
+
+-- Cancels (unfinished) or retries (finished) every job matching a filter {state, kind, queue}, one job
+-- at a time through cancel_job / retry_job (a job that changed meanwhile is skipped); with p_dry_run
+-- only counts them. Returns the count.
+create function {{qs}}.bulk(p_filter jsonb, p_action text, p_dry_run boolean) returns bigint
+language plpgsql set search_path from current as $$
+declare
+  v_states text := case when p_action = 'cancel'
+                        then '(''scheduled'', ''available'', ''running'', ''waiting_external'', ''retryable'')'
+                        else '(''completed'', ''failed'', ''cancelled'')' end;
+  v_sql text := format('select id from {{qs}}.jobs where %s and state::text in %s',
+                       job_filter_sql(p_filter - 'cursor' - 'q' - 'tag'), v_states);
+  v_id bigint;
+  v_n bigint := 0;
+begin
+  if p_dry_run then
+    execute format('select count(*) from (%s) x', v_sql) into v_n;
+    return v_n;
+  end if;
+  for v_id in execute v_sql loop
+    begin
+      if p_action = 'cancel' then
+        perform {{qs}}.cancel_job(v_id);
+      else
+        perform {{qs}}.retry_job(v_id);
+      end if;
+      v_n := v_n + 1;
+    exception when sqlstate 'P0001' then
+      null; -- it finished (or started again) meanwhile
+    end;
+  end loop;
   return v_n;
 end $$;
 

@@ -2,7 +2,7 @@
  * Public types shared by the client, the worker runtime, the storage engines and the HTTP surfaces.
  *
  * TypeScript records are camelCase; every JSON surface (REST, CLI `--json`, `/readyz`, the function
- * request) is snake_case: see `src/job_json.ts` for the one conversion.
+ * request) is snake_case: see `src/wire.ts` for the conversions.
  */
 
 /** Every state a job can be in. Terminal: `completed`, `failed`, `cancelled`. */
@@ -49,7 +49,13 @@ export interface Job {
   state: JobState;
   priority: number;
   attempt: number;
+  /** The job's own limit of attempts. */
   maxAttempts: number;
+  /**
+   * The limit that applied to the latest attempt: the smaller of the job's and its kind's `maxAttempts`,
+   * stored when the attempt was claimed (null before the first claim).
+   */
+  effectiveMaxAttempts: number | null;
   runAt: Date;
   createdAt: Date;
   attemptedAt: Date | null;
@@ -69,6 +75,10 @@ export interface Job {
   attemptedBy: string | null;
   /** Set on the job returned by enqueue when a unique job with the same key already existed. */
   duplicate?: boolean;
+  /** W3C `traceparent` captured at enqueue (on claimed jobs). */
+  traceContext?: string | null;
+  /** On claimed jobs: claimed into the prefetch buffer (not started yet). */
+  prefetched?: boolean;
 }
 
 /** Unique-job options: the key is built over kind, plus the parts switched on here. */
@@ -96,6 +106,8 @@ export interface EnqueueOptions {
   unique?: UniqueOptions;
   /** A postgres.js transaction (or `sql`) of the caller's own: the insert joins it. */
   tx?: any;
+  /** W3C `traceparent` of the producer's span (the attempt's span becomes its child). */
+  traceparent?: string;
 }
 
 /** One job of `enqueueMany`. */
@@ -157,6 +169,8 @@ export interface QueueInfo {
   name: string;
   paused: boolean;
   counts: Record<JobState, number>;
+  /** States whose count is a lower bound (counting them exactly would read a large table). */
+  approximate?: JobState[];
   /** Seconds since the oldest available job became due; null when none is available. */
   oldestAvailableAgeSeconds: number | null;
 }
@@ -167,6 +181,8 @@ export interface RuntimeInfo {
   hostname: string;
   pid: number;
   queues: string[];
+  /** Storage engines this runtime can execute. */
+  engines: string[];
   ready: boolean;
   leader: boolean;
   startedAt: Date;

@@ -2,7 +2,7 @@
 import { Command, InvalidArgumentError } from "commander";
 import { type CronSchedule, cronToJson } from "../cron/definition.ts";
 import { validateSchedule } from "../cron/schedule.ts";
-import { jobToJson } from "../storage/job_row.ts";
+import { jobToJson } from "../wire.ts";
 import { intArg, jsonObjectArg, printJson, printTable, timeText, withClient, withDb } from "./common.ts";
 
 /** Checks a cron expression (or, with `zone`, a time zone) while parsing: a bad one is a usage error. */

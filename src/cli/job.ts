@@ -1,7 +1,7 @@
 /** `svc job list|get|enqueue|retry|cancel|retry-failed`. */
 import { Command, InvalidArgumentError } from "commander";
 import { InvalidStateError, JobNotFoundError } from "../errors.ts";
-import { jobToJson } from "../storage/job_row.ts";
+import { jobToJson } from "../wire.ts";
 import { type Job, JOB_STATES, type JobState } from "../types.ts";
 import {
   CliError,

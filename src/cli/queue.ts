@@ -1,6 +1,6 @@
 /** `svc queue list|pause|resume`. */
 import { Command } from "commander";
-import { queueToJson } from "../http/admin_api/queues.ts";
+import { queueToJson } from "../wire.ts";
 import { printJson, printTable, withClient, withDb } from "./common.ts";
 
 function ageText(seconds: number | null): string {

@@ -7,8 +7,8 @@ import { type Driver, postgresDriver } from "../db/driver.ts";
 import { DEFAULT_SCHEMA, type SchemaNames, schemaNames } from "../db/names.ts";
 import { migrate as runMigrations, type MigrateOptions, type MigrateResult } from "../db/migrate.ts";
 import { EXPECTED_SCHEMA_VERSION, readSchemaVersion } from "../db/schema_version.ts";
-import type { CallbackRecord, JobFilter, StorageEngine } from "../storage/engine.ts";
-import { CanonicalEngine } from "../storage/canonical/engine.ts";
+import type { CallbackRecord, JobFilter, StorageState } from "../storage/engine.ts";
+import { RoutedEngine } from "../storage/routed.ts";
 import type {
   ClusterHealth,
   EnqueueItem,
@@ -19,7 +19,7 @@ import type {
   QueueInfo,
   RuntimeInfo,
 } from "../types.ts";
-import { InvalidStateError, JobNotFoundError, UniqueConflictError, ValidationError } from "../errors.ts";
+import { UniqueConflictError, ValidationError } from "../errors.ts";
 import { normalizeEnqueue, validateQueueName } from "./enqueue_input.ts";
 import { type CallbackResult, resolveExternal } from "./external.ts";
 import { env } from "../runtime/runtime.ts";
@@ -63,7 +63,7 @@ export interface Client extends CronMethods {
   /** SQL through the driver: `query(text, params)`, `exec(script)`, `begin(fn)`. */
   readonly db: Db;
   /** @internal storage engine used by the worker and the HTTP surfaces. */
-  readonly engine: StorageEngine;
+  readonly engine: RoutedEngine;
   /** @internal derived names of the schema. */
   readonly names: SchemaNames;
   /** Applies missing migrations (idempotent; also `svc migrate`). `engine` etc. apply to a new database. */
@@ -91,7 +91,7 @@ export interface Client extends CronMethods {
   heartbeatExternal(callbackId: string, opts: { timeoutSeconds: number }): Promise<CallbackResult>;
   healthCheck(): Promise<ClusterHealth>;
   /** The active storage engine and the storage-transition state (`svc storage status`). */
-  storageStatus(): Promise<{ engine: string; transition: string }>;
+  storageStatus(): Promise<StorageState>;
   close(): Promise<void>;
 }
 
@@ -110,25 +110,18 @@ export function createClient(opts: ClientOptions = {}): Client {
     driver = postgresDriver(sql, { owned: true });
   }
   const db = driver.db;
-  const engine: StorageEngine = new CanonicalEngine(db, names);
   const heartbeatInterval = opts.heartbeatInterval ?? 30_000;
+  const engine = new RoutedEngine(db, names, 3 * heartbeatInterval);
 
   const enqueueVia = async (target: Db, items: EnqueueItem[]): Promise<Job[]> => {
-    const now = new Date();
-    const normalized = items.map((i) => normalizeEnqueue(i, now));
+    const normalized = items.map((i) => normalizeEnqueue(i));
     const jobs = await engine.enqueue(target, normalized);
     items.forEach((item, i) => {
       if (jobs[i].duplicate && item.unique?.onConflict === "error") {
-        throw new UniqueConflictError(jobs[i].id, normalized[i].uniqueKey!);
+        throw new UniqueConflictError(jobs[i].id, jobs[i].uniqueKey ?? "");
       }
     });
     return jobs;
-  };
-
-  const mustFind = async (id: number): Promise<Job> => {
-    const job = await engine.getJob(id);
-    if (!job) throw new JobNotFoundError(id);
-    return job;
   };
 
   const client: Client = {
@@ -167,22 +160,8 @@ export function createClient(opts: ClientOptions = {}): Client {
       ),
     getJob: (id) => engine.getJob(checkId(id)),
     listJobs: (o = {}) => engine.listJobs(o),
-    async cancel(id) {
-      const job = await engine.cancel(checkId(id));
-      if (job) return job;
-      const cur = await mustFind(id);
-      throw new InvalidStateError(
-        `job ${id} is ${cur.state}: only a job that has not finished can be cancelled`,
-      );
-    },
-    async retry(id) {
-      const job = await engine.retry(checkId(id));
-      if (job) return job;
-      const cur = await mustFind(id);
-      throw new InvalidStateError(
-        `job ${id} is ${cur.state}: only a completed, failed or cancelled job can be retried`,
-      );
-    },
+    cancel: (id) => engine.cancel(checkId(id)),
+    retry: (id) => engine.retry(checkId(id)),
     bulkCancel: (f) => engine.bulkCancel(f),
     bulkRetry: (f) => engine.bulkRetry(f),
     pauseQueue: (name) => engine.pauseQueue(validateQueueName(name)),
@@ -204,9 +183,9 @@ export function createClient(opts: ClientOptions = {}): Client {
       }
       return resolveExternal(engine, id, "heartbeat", { timeoutSeconds: t });
     },
-    healthCheck: () => clusterHealth(db, engine, names, 3 * heartbeatInterval),
+    healthCheck: () => clusterHealth(db, names, 3 * heartbeatInterval),
     storageStatus: () => engine.storageState(),
-    ...cronMethods(db, names, (kind, args, o) => client.enqueue(kind, args, o)),
+    ...cronMethods(engine.cron, (kind, args, o) => client.enqueue(kind, args, o)),
     async close() {
       if (!opts.driver) await driver.close();
     },
@@ -221,20 +200,18 @@ function checkId(id: number): number {
   return id;
 }
 
-/** The `svc health --json` object, answered from the database alone. */
-async function clusterHealth(
-  db: Db,
-  engine: StorageEngine,
-  names: SchemaNames,
-  liveMs: number,
-): Promise<ClusterHealth> {
+/**
+ * The `svc health --json` object, answered from the database alone: unreachable and unmigrated here,
+ * the rest by the SQL API's `health()` (the one definition, which other languages call too).
+ */
+async function clusterHealth(db: Db, names: SchemaNames, liveMs: number): Promise<ClusterHealth> {
   const base: ClusterHealth = {
     ready: false,
     postgres: "unreachable",
     schema_version: null,
     expected_schema_version: EXPECTED_SCHEMA_VERSION,
-    storage: "canonical",
-    storage_transition: "canonical",
+    storage: "unknown",
+    storage_transition: "unknown",
     live_runtimes: 0,
     unhealthy_runtimes: 0,
   };
@@ -258,12 +235,6 @@ async function clusterHealth(
         : `schema version ${version} is older than ${EXPECTED_SCHEMA_VERSION}: run \`svc migrate\``,
     };
   }
-  const st = await engine.storageState();
-  base.storage = st.engine;
-  base.storage_transition = st.transition;
-  const runtimes = (await engine.listRuntimes(liveMs)).filter((r) => r.live);
-  base.live_runtimes = runtimes.length;
-  base.unhealthy_runtimes = runtimes.filter((r) => !r.ready).length;
-  base.ready = true;
-  return base;
+  const [r] = await db.query(`select ${names.q}.health($1, $2) as h`, [EXPECTED_SCHEMA_VERSION, liveMs]);
+  return r.h as ClusterHealth;
 }

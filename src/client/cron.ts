@@ -2,8 +2,6 @@
  * The client's cron methods (used by `svc cron` and the admin API): list, add, trigger, pause,
  * resume, remove. Schedules are evaluated by the workers' elected leader, not here.
  */
-import type { Db } from "../db/connection.ts";
-import type { SchemaNames } from "../db/names.ts";
 import type { EnqueueOptions, Job } from "../types.ts";
 import { CronNotFoundError } from "../errors.ts";
 import {
@@ -13,7 +11,7 @@ import {
   rowToCron,
   validateCronName,
 } from "../cron/definition.ts";
-import { getCronRow, listCronRows, removeCronRow, setCronPaused, upsertCron } from "../cron/cron_table.ts";
+import type { CronStore } from "../storage/shared/cron.ts";
 
 /** Cron methods of the client. */
 export interface CronMethods {
@@ -39,29 +37,29 @@ export interface CronMethods {
 
 type Enqueue = (kind: string, args: Record<string, unknown>, opts: EnqueueOptions) => Promise<Job>;
 
-/** Binds the cron methods to a pool and schema. */
-export function cronMethods(db: Db, n: SchemaNames, enqueue: Enqueue): CronMethods {
+/** Binds the cron methods to a cron store. */
+export function cronMethods(store: CronStore, enqueue: Enqueue): CronMethods {
   const mustGet = async (name: string) => {
-    const row = await getCronRow(db, n, validateCronName(name));
+    const row = await store.get(validateCronName(name));
     if (!row) throw new CronNotFoundError(name);
     return row;
   };
   const setPaused = async (name: string, paused: boolean) => {
-    const row = await setCronPaused(db, n, validateCronName(name), paused);
+    const row = await store.setPaused(validateCronName(name), paused);
     if (!row) throw new CronNotFoundError(name);
     return rowToCron(row, row.now);
   };
   return {
     async listCron() {
-      const { rows, now } = await listCronRows(db, n);
+      const { rows, now } = await store.list();
       return rows.map((r) => rowToCron(r, now));
     },
     async getCron(name) {
-      const row = await getCronRow(db, n, validateCronName(name));
+      const row = await store.get(validateCronName(name));
       return row ? rowToCron(row, row.now) : null;
     },
     async addCron(name, def, o = {}) {
-      const [row] = await upsertCron(db, n, [normalizeCron(name, def)], o.declaredBy ?? "client");
+      const [row] = await store.upsert([normalizeCron(name, def)], o.declaredBy ?? "client");
       return rowToCron(row, row.now);
     },
     async triggerCron(name) {
@@ -77,7 +75,7 @@ export function cronMethods(db: Db, n: SchemaNames, enqueue: Enqueue): CronMetho
     pauseCron: (name) => setPaused(name, true),
     resumeCron: (name) => setPaused(name, false),
     async removeCron(name) {
-      if (!(await removeCronRow(db, n, validateCronName(name)))) throw new CronNotFoundError(name);
+      if (!(await store.remove(validateCronName(name)))) throw new CronNotFoundError(name);
     },
   };
 }

@@ -1,6 +1,7 @@
-/** Validation of enqueue input and the unique key. Invalid input throws before anything is written. */
-import { sha256 } from "@noble/hashes/sha2.js";
-import { bytesToHex } from "@noble/hashes/utils.js";
+/**
+ * Validation of enqueue input. Invalid input throws before anything is written. The unique key is not
+ * computed here: the options go to the database, whose `unique_key()` is the one definition.
+ */
 import { ValidationError } from "../errors.ts";
 import type { EnqueueItem } from "../types.ts";
 import type { NewJob } from "../storage/engine.ts";
@@ -22,29 +23,19 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v) && !(v instanceof Date);
 }
 
-/** JSON with object keys sorted, so equal args give equal unique keys. */
-function canonicalJson(v: unknown): string {
-  if (Array.isArray(v)) return `[${v.map(canonicalJson).join(",")}]`;
-  if (isPlainObject(v)) {
-    return `{${
-      Object.keys(v).sort().filter((k) => v[k] !== undefined)
-        .map((k) => `${JSON.stringify(k)}:${canonicalJson(v[k])}`).join(",")
-    }}`;
-  }
-  return JSON.stringify(v) ?? "null";
-}
+/** A W3C traceparent: version-traceid-parentid-flags in lowercase hex. */
+const TRACEPARENT_RE = /^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/;
 
 /** Validates one job and fills its defaults. */
-export function normalizeEnqueue(item: EnqueueItem, now: Date = new Date()): NewJob {
+export function normalizeEnqueue(item: EnqueueItem): NewJob {
   const { kind } = item;
   if (typeof kind !== "string" || kind.length === 0 || kind.length > 255) {
     throw new ValidationError("kind must be a non-empty string of at most 255 characters");
   }
   const args = item.args === undefined ? {} : item.args;
   if (!isPlainObject(args)) throw new ValidationError(`args of ${kind} must be a JSON object`);
-  let argsJson: string;
   try {
-    argsJson = JSON.stringify(args);
+    JSON.stringify(args);
   } catch (e) {
     throw new ValidationError(`args of ${kind} must be JSON-serializable: ${(e as Error).message}`);
   }
@@ -72,20 +63,24 @@ export function normalizeEnqueue(item: EnqueueItem, now: Date = new Date()): New
   const metadata = item.metadata ?? {};
   if (!isPlainObject(metadata)) throw new ValidationError("metadata must be a JSON object");
 
-  let uniqueKey: string | null = null;
+  let unique: NewJob["unique"] = null;
   if (item.unique) {
     const u = item.unique;
-    if (u.periodMs !== undefined && (!Number.isFinite(u.periodMs) || u.periodMs <= 0)) {
+    if (u.periodMs !== undefined && (!Number.isFinite(u.periodMs) || u.periodMs < 1)) {
       throw new ValidationError("unique.periodMs must be a positive number of milliseconds");
     }
     if (u.onConflict !== undefined && u.onConflict !== "return" && u.onConflict !== "error") {
       throw new ValidationError('unique.onConflict must be "return" or "error"');
     }
-    const parts: string[] = [`kind=${kind}`];
-    if (u.byQueue) parts.push(`queue=${queue}`);
-    if (u.byArgs !== false) parts.push(`args=${canonicalJson(JSON.parse(argsJson))}`);
-    if (u.periodMs) parts.push(`period=${Math.floor((runAt ?? now).getTime() / u.periodMs)}`);
-    uniqueKey = bytesToHex(sha256(new TextEncoder().encode(parts.join("\n"))));
+    unique = {
+      byArgs: u.byArgs !== false,
+      byQueue: u.byQueue === true,
+      periodMs: u.periodMs === undefined ? null : Math.floor(u.periodMs),
+    };
   }
-  return { kind, queue, args, priority, runAt, maxAttempts, tags, metadata, uniqueKey };
+  const traceContext = item.traceparent ?? null;
+  if (traceContext !== null && (typeof traceContext !== "string" || !TRACEPARENT_RE.test(traceContext))) {
+    throw new ValidationError("traceparent must be a W3C traceparent such as 00-<32 hex>-<16 hex>-01");
+  }
+  return { kind, queue, args, priority, runAt, maxAttempts, tags, metadata, unique, traceContext };
 }

@@ -1,10 +1,13 @@
 /**
- * The storage engine interface. The client and the worker runtime talk to storage only through it,
- * so another engine (the append-only `queue_storage` of a later release) slots in without touching them.
- * Every write made on behalf of an attempt carries (job id, run lease): a stale writer changes nothing.
+ * The storage engine interface: the only way the client, the worker runtime, the CLI and the HTTP
+ * surfaces reach job storage. Two engines implement it: `canonical` (one jobs table updated in place)
+ * and `queue_storage` (append-only ring partitions); `routed.ts` picks between them by the storage
+ * state. Every write made on behalf of an attempt carries (job id, run lease): a stale writer changes
+ * nothing. docs/reference/storage.md describes both engines.
  */
 import type { Db } from "../db/connection.ts";
 import type { Job, JobPage, JobState, ListJobsOptions, QueueInfo, RuntimeInfo } from "../types.ts";
+import type { CronStore } from "./shared/cron.ts";
 
 /** A validated job to insert (see `src/client/enqueue_input.ts`). */
 export interface NewJob {
@@ -16,32 +19,61 @@ export interface NewJob {
   maxAttempts: number;
   tags: string[];
   metadata: Record<string, unknown>;
-  uniqueKey: string | null;
+  /** The unique-key options; the key itself is computed by the database (`unique_key()`). */
+  unique: { byArgs: boolean; byQueue: boolean; periodMs: number | null } | null;
+  /** W3C traceparent of the producer. */
+  traceContext: string | null;
+}
+
+/** The retry policy and deadline of a job kind, as the worker that claims it knows them. */
+export interface KindPolicy {
+  /** The kind's cap on attempts (the job's own max_attempts applies when lower). */
+  maxAttempts?: number;
+  /** Hard deadline of an attempt, ms. */
+  timeoutMs?: number;
+  /** Delay before the retry of attempt 1, 2, ... (the last one repeats); absent: the default backoff. */
+  delaysMs?: number[];
+}
+
+/** What a claim asks for. */
+export interface ClaimRequest {
+  queue: string;
+  /** Most jobs to claim: free slots plus prefetch room. */
+  limit: number;
+  /** How many of them go to free slots (start now); the rest are prefetched. */
+  free: number;
+  runtimeId: string;
+  /** Per kind; stored with each attempt (the retry policy that applies wherever the attempt ends). */
+  policies: Record<string, KindPolicy>;
+  /** Kinds of HTTP workers with their callback timeout: the claim registers their callback. */
+  callbackTimeoutsMs: Record<string, number>;
+  /** How long a prefetched job may wait to start (its claim's deadline is extended by this). */
+  prefetchTtlMs: number;
+}
+
+/** An attempt: job id and run lease. */
+export interface AttemptRef {
+  id: number;
+  lease: number;
 }
 
 /** The handler of an attempt returned; `result` is stored. */
-export interface Completion {
-  id: number;
-  lease: number;
+export interface Completion extends AttemptRef {
   result: unknown;
 }
 
 /** An attempt to park in `waiting_external` until its callback is resolved. */
-export interface ParkRequest {
-  id: number;
-  lease: number;
+export interface ParkRequest extends AttemptRef {
   callbackId: string;
 }
 
 /** The attempt failed. */
-export interface Failure {
-  id: number;
-  lease: number;
+export interface Failure extends AttemptRef {
   error: string;
   /** Fail for good whatever attempts remain. */
   terminal: boolean;
-  /** Delay before the retry when attempts remain. */
-  retryDelayMs: number;
+  /** A delay of the failure's own (an HTTP Retry-After); otherwise the delay stored at claim applies. */
+  retryDelayMs?: number;
 }
 
 /** The outcome of a callback resolution. */
@@ -51,6 +83,17 @@ export interface CallbackResolution {
   state: JobState | null;
   timeoutAt: Date | null;
 }
+
+/** What a callback resolution asks for. */
+export interface ResolveArgs {
+  payload?: unknown;
+  error?: string;
+  retryable?: boolean;
+  timeoutSeconds?: number;
+}
+
+/** The callback actions. */
+export type ResolveAction = "complete" | "resume" | "fail" | "heartbeat";
 
 /** A callback row. */
 export interface CallbackRecord {
@@ -66,6 +109,10 @@ export interface CallbackRecord {
   deadlineAt: Date;
   createdAt: Date;
   resolvedAt: Date | null;
+  /** Requests that named this callback and were refused (bad signature, body, ...). */
+  rejectedCount: number;
+  /** The last refused request: {status, code, at}. */
+  lastRejection: { status: number; code: string; at: string } | null;
 }
 
 /** Filter of bulk operations. */
@@ -87,6 +134,8 @@ export interface MaintainedJob {
 /** What the runtime reports of itself in the runtimes table. */
 export interface RuntimeReport
   extends Pick<RuntimeInfo, "id" | "hostname" | "pid" | "queues" | "ready" | "leader"> {
+  /** Engines it can execute (absent: canonical only, as a process of the older line). */
+  engines?: string[];
   health: Record<string, unknown>;
 }
 
@@ -96,30 +145,58 @@ export interface Retention {
   failed: number;
 }
 
+/** Completions and failures finalized in one minute. */
+export interface ThroughputPoint {
+  /** Start of the minute. */
+  minute: Date;
+  completed: number;
+  failed: number;
+}
+
+/** Counts per job kind (`approximate`: counted over a sample). */
+export interface KindCounts {
+  kinds: { kind: string; counts: Record<JobState, number> }[];
+  approximate: boolean;
+}
+
+/** The storage state (the engine new writes go to, and the transition). */
+export interface StorageState {
+  /** `canonical` or `queue_storage`. */
+  engine: string;
+  /** `canonical`, `prepared`, `mixed_transition` or `active`. */
+  transition: string;
+  /** The queue-storage schema (schema version 4 on). */
+  qsSchema: string | null;
+}
+
+/** The leader's ring and history upkeep on queue storage (no-ops on canonical). */
+export interface RingReport {
+  rotated: number | null;
+  /** Outcome per slot that was looked at: pruned, busy, open_attempts, unclaimed, ... */
+  pruned: Record<string, string>;
+  /** Attempts moved out of the ring because they ran for long. */
+  moved: number;
+}
+
 /** The engine every storage implementation provides. */
 export interface StorageEngine {
   readonly name: string;
   /** Inserts jobs through `db` (the pool or the caller's transaction); duplicates come back marked. */
   enqueue(db: Db, jobs: NewJob[]): Promise<Job[]>;
-  /**
-   * Claims at most `limit` available jobs of a queue (none when it is paused). Jobs of the kinds in
-   * `callbackTimeoutsMs` (HTTP workers) get a callback registered in the same statement.
-   */
-  claim(
-    queue: string,
-    limit: number,
-    runtimeId: string,
-    timeoutsMs: Record<string, number>,
-    callbackTimeoutsMs?: Record<string, number>,
-  ): Promise<Job[]>;
+  /** Claims jobs of a queue (none while it is paused). */
+  claim(req: ClaimRequest): Promise<Job[]>;
+  /** Records that prefetched attempts started; returns the ids that were still theirs. */
+  recordStarts(items: AttemptRef[]): Promise<number[]>;
+  /** Gives prefetched attempts that never started back (their attempt not consumed). */
+  giveBack(items: AttemptRef[]): Promise<number[]>;
   /** Completes attempts in one statement; returns the ids that were still theirs to complete. */
-  complete(items: Completion[], deleteRows: boolean): Promise<number[]>;
+  complete(items: Completion[], keep: boolean): Promise<number[]>;
   /** Records a failed attempt: `retryable` or `failed`. Null when the attempt was no longer current. */
   fail(item: Failure): Promise<Job | null>;
   /** Gives the attempt back and schedules the job `delayMs` later. */
   snooze(id: number, lease: number, delayMs: number): Promise<boolean>;
-  /** Heartbeats in-flight attempts. */
-  heartbeat(items: { id: number; lease: number }[]): Promise<void>;
+  /** Heartbeats in-flight attempts (queue storage relies on the runtime's own heartbeat instead). */
+  heartbeat(items: AttemptRef[]): Promise<void>;
   /**
    * Parks a running attempt in `waiting_external`, unless its callback is no longer pending. Parks that
    * arrive together share one statement.
@@ -128,14 +205,21 @@ export interface StorageEngine {
 
   getJob(id: number): Promise<Job | null>;
   listJobs(opts: ListJobsOptions): Promise<JobPage>;
-  cancel(id: number): Promise<Job | null>;
-  retry(id: number): Promise<Job | null>;
-  bulkCancel(filter: JobFilter): Promise<number>;
-  bulkRetry(filter: JobFilter): Promise<number>;
+  /** Cancels a job that has not finished (throws JobNotFoundError / InvalidStateError). */
+  cancel(id: number): Promise<Job>;
+  /** Retries a finished job (throws JobNotFoundError / InvalidStateError / UniqueConflictError). */
+  retry(id: number): Promise<Job>;
+  bulkCancel(filter: JobFilter, opts?: { dryRun?: boolean }): Promise<number>;
+  bulkRetry(filter: JobFilter, opts?: { dryRun?: boolean }): Promise<number>;
 
   pauseQueue(name: string): Promise<void>;
   resumeQueue(name: string): Promise<void>;
+  /** Whether a queue is known: it has a queues row, a job, or a live runtime serving it. */
+  queueKnown(name: string): Promise<boolean>;
+  /** Queues with counts by state (estimates labelled in `approximate`). */
   listQueues(): Promise<QueueInfo[]>;
+  kindCounts(): Promise<KindCounts>;
+  throughput(minutes: number): Promise<ThroughputPoint[]>;
 
   registerCallback(
     id: number,
@@ -146,23 +230,24 @@ export interface StorageEngine {
   getCallback(id: string): Promise<CallbackRecord | null>;
   listCallbacks(jobId: number): Promise<CallbackRecord[]>;
   /** Resolves a callback; resolutions that arrive together share one statement and one commit. */
-  resolveCallback(
-    id: string,
-    action: "complete" | "resume" | "fail" | "heartbeat",
-    args: { payload?: unknown; error?: string; retryable?: boolean; timeoutSeconds?: number },
-  ): Promise<CallbackResolution>;
+  resolveCallback(id: string, action: ResolveAction, args: ResolveArgs): Promise<CallbackResolution>;
 
   promote(): Promise<number>;
   rescue(rescueAfterMs: number): Promise<MaintainedJob[]>;
   expireCallbacks(): Promise<MaintainedJob[]>;
   cleanup(retention: Retention): Promise<number>;
-  /** Refreshes the planner statistics of the job storage (jobs, callbacks) when missing or far behind; whether it did. */
+  /** Refreshes the planner statistics of the job storage when missing or far behind; whether it did. */
   refreshStatistics(): Promise<boolean>;
+  /** Queue storage: rotates and reclaims ring slots, creates and drops history partitions. */
+  maintainRing(retention: Retention, parkAfterMs: number): Promise<RingReport>;
 
   upsertRuntime(r: RuntimeReport): Promise<void>;
   deleteRuntime(id: string): Promise<void>;
   listRuntimes(liveWithinMs: number): Promise<RuntimeInfo[]>;
 
-  /** Active engine and transition state from the storage table. */
-  storageState(): Promise<{ engine: string; transition: string }>;
+  /** Cron schedules (shared by both engines; their jobs are enqueued through the routed SQL API). */
+  readonly cron: CronStore;
+
+  /** The storage state. */
+  storageState(): Promise<StorageState>;
 }

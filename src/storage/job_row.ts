@@ -1,4 +1,4 @@
-/** Row ↔ record conversions for jobs: database rows to camelCase `Job`, `Job` to snake_case JSON. */
+/** A canonical jobs-table row (or a row of the same columns) as a `Job`. */
 import type { Job, JobError } from "../types.ts";
 import type { Row } from "../db/connection.ts";
 
@@ -13,6 +13,9 @@ export function rowToJob(r: Row): Job {
     priority: Number(r.priority),
     attempt: Number(r.attempt),
     maxAttempts: Number(r.max_attempts),
+    effectiveMaxAttempts: r.effective_max_attempts === null || r.effective_max_attempts === undefined
+      ? null
+      : Number(r.effective_max_attempts),
     runAt: r.run_at,
     createdAt: r.created_at,
     attemptedAt: r.attempted_at ?? null,
@@ -29,38 +32,7 @@ export function rowToJob(r: Row): Job {
     lease: Number(r.lease),
     attemptedBy: r.attempted_by ?? null,
   };
+  if (r.trace_context) job.traceContext = r.trace_context;
   if (r.duplicate) job.duplicate = true;
   return job;
-}
-
-const iso = (d: Date | null): string | null => (d ? new Date(d).toISOString() : null);
-
-/** A `Job` as the snake_case JSON every JSON surface uses. */
-export function jobToJson(j: Job): Record<string, unknown> {
-  const out: Record<string, unknown> = {
-    id: j.id,
-    kind: j.kind,
-    queue: j.queue,
-    args: j.args,
-    state: j.state,
-    priority: j.priority,
-    attempt: j.attempt,
-    max_attempts: j.maxAttempts,
-    run_at: iso(j.runAt),
-    created_at: iso(j.createdAt),
-    attempted_at: iso(j.attemptedAt),
-    finalized_at: iso(j.finalizedAt),
-    heartbeat_at: iso(j.heartbeatAt),
-    deadline_at: iso(j.deadlineAt),
-    errors: j.errors,
-    tags: j.tags,
-    metadata: j.metadata,
-    result: j.result,
-    unique_key: j.uniqueKey,
-    callback_id: j.callbackId,
-    callback_timeout_at: iso(j.callbackTimeoutAt),
-    attempted_by: j.attemptedBy,
-  };
-  if (j.duplicate) out.duplicate = true;
-  return out;
 }

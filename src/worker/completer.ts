@@ -51,7 +51,7 @@ export class Completer {
   private async write(items: Completion[]): Promise<number[]> {
     for (let attempt = 1;; attempt++) {
       try {
-        return await this.engine.complete(items, this.deleteRows);
+        return await this.engine.complete(items, !this.deleteRows);
       } catch (e) {
         if (attempt >= 5) {
           // The jobs stay `running`; the leader rescues them once their heartbeat is stale (at-least-once).

@@ -2,7 +2,7 @@
  * One dispatcher per queue: `claimers` claim loops share `maxWorkers` slots. A loop reserves the free
  * slots before it claims, so a batch never takes more jobs than there are slots to run them.
  */
-import type { StorageEngine } from "../storage/engine.ts";
+import type { KindPolicy, StorageEngine } from "../storage/engine.ts";
 import type { Logger } from "../types.ts";
 import { execute, type ExecutorDeps, type InFlight } from "./executor.ts";
 import { sleep, Wakeup } from "./wakeup.ts";
@@ -35,7 +35,8 @@ export class Dispatcher {
     private readonly deps: ExecutorDeps,
     private readonly inFlight: Map<number, InFlight>,
     private readonly runtimeId: string,
-    private readonly timeoutsMs: Record<string, number>,
+    /** The retry policy and deadline of each kind this worker runs (stored with each attempt at claim). */
+    private readonly policies: () => Record<string, KindPolicy>,
     private readonly pollInterval: number,
     private readonly logger: Logger,
     /** Kinds whose claim registers an HTTP callback, with its timeout. */
@@ -106,13 +107,15 @@ export class Dispatcher {
       this.reserved += free;
       let claimed;
       try {
-        claimed = await this.engine.claim(
-          this.queue,
+        claimed = await this.engine.claim({
+          queue: this.queue,
+          limit: free,
           free,
-          this.runtimeId,
-          this.timeoutsMs,
-          this.callbackTimeoutsMs,
-        );
+          runtimeId: this.runtimeId,
+          policies: this.policies(),
+          callbackTimeoutsMs: this.callbackTimeoutsMs,
+          prefetchTtlMs: 0,
+        });
         failures = 0;
       } catch (e) {
         this.reserved -= free;

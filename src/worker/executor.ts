@@ -8,7 +8,7 @@ import { isSnooze, TerminalError } from "../errors.ts";
 import type { Completer } from "./completer.ts";
 import type { CallbackWaiters } from "./callback_waiters.ts";
 import { type AbortReason, createJobContext } from "./job_context.ts";
-import { defaultBackoff, type KindRunner, PARKED } from "./handlers.ts";
+import { type KindRunner, PARKED } from "./handlers.ts";
 import { emit, type WorkerEvents } from "./events.ts";
 
 /** Shared by every dispatcher of a worker. */
@@ -91,7 +91,7 @@ async function record(
     const error = abortedWith === "shutdown"
       ? "aborted by shutdown"
       : `deadline exceeded: the handler ran longer than its timeout of ${runner?.timeout} ms`;
-    return await fail(job, runner, error, false, abortedWith === "shutdown" ? 0 : undefined, d);
+    return await fail(job, error, false, abortedWith === "shutdown" ? 0 : undefined, d);
   }
   if (outcome.ok) {
     const v = outcome.value;
@@ -111,7 +111,7 @@ async function record(
     return;
   }
   const terminal = outcome.error instanceof TerminalError;
-  await fail(job, runner, message(outcome.error), terminal, retryDelayOf(outcome.error), d, outcome.error);
+  await fail(job, message(outcome.error), terminal, retryDelayOf(outcome.error), d, outcome.error);
 }
 
 /** A thrown error may ask for its own retry delay (an HTTP `Retry-After`): a `retryDelayMs` number overrides the backoff. */
@@ -120,24 +120,20 @@ function retryDelayOf(e: unknown): number | undefined {
   return typeof ms === "number" && Number.isFinite(ms) && ms >= 0 ? ms : undefined;
 }
 
+/**
+ * Records a failed attempt. Whether it is retried, and after how long, follows the policy stored with
+ * the attempt at claim (the kind's max attempts and backoff), the same for every path that fails an
+ * attempt; only a delay of the failure's own (an HTTP Retry-After, or 0 for shutdown) overrides it.
+ */
 async function fail(
   job: Job,
-  runner: KindRunner | undefined,
   error: string,
   terminal: boolean,
   delayMs: number | undefined,
   d: ExecutorDeps,
   cause: unknown = new Error(error),
 ): Promise<void> {
-  const capped = runner?.maxAttempts !== undefined && job.attempt >= runner.maxAttempts;
-  const delay = delayMs ?? (runner?.backoff ?? defaultBackoff)(job.attempt);
-  const after = await d.engine.fail({
-    id: job.id,
-    lease: job.lease,
-    error,
-    terminal: terminal || capped,
-    retryDelayMs: delay,
-  });
+  const after = await d.engine.fail({ id: job.id, lease: job.lease, error, terminal, retryDelayMs: delayMs });
   if (!after) return;
   if (after.state === "failed") emit(d.on, d.logger, "failed", after, cause);
   else emit(d.on, d.logger, "retried", after, cause);

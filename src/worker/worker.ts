@@ -9,11 +9,11 @@ import { EXPECTED_SCHEMA_VERSION, readSchemaVersion } from "../db/schema_version
 import { SchemaOutdatedError, ValidationError } from "../errors.ts";
 import { env, hostname, pid } from "../runtime/runtime.ts";
 import type { Logger, ReadinessReport } from "../types.ts";
-import type { Retention } from "../storage/engine.ts";
+import type { KindPolicy, Retention } from "../storage/engine.ts";
 import { validateQueueName } from "../client/enqueue_input.ts";
 import { Dispatcher, type QueueConfig } from "./dispatcher.ts";
 import type { ExecutorDeps, InFlight } from "./executor.ts";
-import { type HandlerEntry, type KindRunner, toRunner } from "./handlers.ts";
+import { defaultBackoff, type HandlerEntry, type KindRunner, toRunner } from "./handlers.ts";
 import { createHttpRunner, type HttpWorkerConfig, validateHttpWorkerConfig } from "./http_worker.ts";
 import { Completer } from "./completer.ts";
 import { CallbackWaiters } from "./callback_waiters.ts";
@@ -27,7 +27,6 @@ import { quietLogger } from "./logger.ts";
 import { cronDuty } from "./maintenance/cron.ts";
 import { parseHealthAddr, startHealthListener } from "./health_listener.ts";
 import { type CronDefinition, normalizeCronMap } from "../cron/definition.ts";
-import { upsertCron } from "../cron/cron_table.ts";
 
 export type { QueueConfig } from "./dispatcher.ts";
 
@@ -59,6 +58,11 @@ export interface WorkerOptions {
   leaderElectionInterval?: number;
   /** How often the leader runs its duties, in ms (default 1 000). */
   maintenanceInterval?: number;
+  /**
+   * Queue storage: an attempt that has run longer than this (ms, default 10 minutes) moves out of the
+   * ring, so that a long job does not keep its ring slot from being reclaimed.
+   */
+  parkAfter?: number;
   /** Retention of finished jobs in ms (completed 24 h, failed/cancelled 7 days). `completed: 0` deletes at completion. */
   retention?: Partial<Retention>;
   /** Use LISTEN/NOTIFY wake-ups (default true); without it the claim loops poll. */
@@ -109,6 +113,7 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
   const electionInterval = opts.leaderElectionInterval ?? 10_000;
   const maintenanceInterval = opts.maintenanceInterval ?? 1_000;
   const retention: Retention = { completed: 86_400_000, failed: 604_800_000, ...opts.retention };
+  const parkAfter = opts.parkAfter ?? 600_000;
   const maxConnections = opts.maxConnections ?? 10;
   if (!opts.queues || Object.keys(opts.queues).length === 0) {
     throw new ValidationError(
@@ -173,8 +178,7 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
     }
     runners.set(kind, r);
   }
-  const timeoutsMs: Record<string, number> = {};
-  for (const [kind, r] of runners) if (r.timeout) timeoutsMs[kind] = r.timeout;
+  const policies = kindPolicies(runners);
   const callbackTimeoutsMs: Record<string, number> = {};
   for (const [kind, r] of runners) if (r.callbackTimeout) callbackTimeoutsMs[kind] = r.callbackTimeout;
 
@@ -193,7 +197,7 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
         deps,
         inFlight,
         id,
-        timeoutsMs,
+        policies,
         pollInterval,
         logger,
         callbackTimeoutsMs,
@@ -212,11 +216,11 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
     heartbeat.poke();
   });
   const maintenance = new MaintenanceLoop(
-    { engine, logger, on, rescueAfter, retention },
+    { engine, logger, on, rescueAfter, retention, parkAfter },
     election,
     maintenanceInterval,
     electionInterval,
-    [cronDuty(db, names, maintenanceInterval), ...(ext.duties ?? [])],
+    [cronDuty(engine.cron, maintenanceInterval), ...(ext.duties ?? [])],
   );
 
   const localReadiness = (): boolean =>
@@ -231,6 +235,7 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
       hostname: hostname(),
       pid: pid(),
       queues: [...dispatchers.keys()],
+      engines: ["canonical", "queue_storage"],
       ready: localReadiness(),
       leader: election.isLeader,
       health: { in_flight: inFlight.size, listening: notifier.listening },
@@ -250,7 +255,7 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
       if (version === null || version < EXPECTED_SCHEMA_VERSION) {
         throw new SchemaOutdatedError(version, EXPECTED_SCHEMA_VERSION);
       }
-      if (cronDefs.length) await upsertCron(db, names, cronDefs, id);
+      if (cronDefs.length) await engine.cron.upsert(cronDefs, id);
       if (healthAddr) {
         const listener = startHealthListener(healthAddr, () => worker.healthCheck());
         stops.push(() => listener.close());
@@ -344,4 +349,32 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
     },
   };
   return worker;
+}
+
+/** Most retry delays sent for a kind with a backoff of its own (later attempts repeat the last one). */
+const MAX_DELAYS = 100;
+
+/**
+ * The retry policy and deadline of each kind with settings of its own, as claims store them with the
+ * attempt. A kind's own backoff is evaluated for each attempt number at every claim (so that a backoff
+ * with jitter stays random); the default backoff is computed by the database.
+ */
+export function kindPolicies(runners: Map<string, KindRunner>): () => Record<string, KindPolicy> {
+  return () => {
+    const out: Record<string, KindPolicy> = {};
+    for (const [kind, r] of runners) {
+      const p: KindPolicy = {};
+      if (r.maxAttempts !== undefined) p.maxAttempts = r.maxAttempts;
+      if (r.timeout !== undefined) p.timeoutMs = Math.round(r.timeout);
+      if (r.backoff !== defaultBackoff) {
+        const n = Math.min(r.maxAttempts ?? 25, MAX_DELAYS);
+        p.delaysMs = Array.from({ length: n }, (_, i) => {
+          const ms = r.backoff(i + 1);
+          return Number.isFinite(ms) && ms >= 0 ? Math.round(ms) : defaultBackoff(i + 1);
+        });
+      }
+      if (Object.keys(p).length > 0) out[kind] = p;
+    }
+    return out;
+  };
 }

@@ -7,9 +7,7 @@ import assert from "node:assert/strict";
 import { createWorker, silentLogger, ValidationError } from "../../mod.ts";
 import { latestFireTimes } from "../../src/cron/schedule.ts";
 import { normalizeCronMap } from "../../src/cron/definition.ts";
-import { fireCron, upsertCron } from "../../src/cron/cron_table.ts";
 import { evaluateCron, planFires } from "../../src/worker/maintenance/cron.ts";
-import { fromPostgres } from "../../src/db/connection.ts";
 import type { Client } from "../../src/client/client.ts";
 import { testClient, waitFor } from "../helpers/db.ts";
 import { startWorker } from "../helpers/worker.ts";
@@ -28,8 +26,7 @@ async function cronJobs(client: Client, name?: string): Promise<{ id: number; fi
   return rows.map((r) => ({ id: Number(r.id), fire: r.fire, runAt: r.run_at }));
 }
 
-const evaluate = (client: Client) =>
-  evaluateCron(fromPostgres(client.sql), client.names, TOLERANCE, silentLogger);
+const evaluate = (client: Client) => evaluateCron(client.engine.cron, TOLERANCE, silentLogger);
 
 Deno.test("latestFireTimes: the newest fire times in (after, until], until inclusive, DST-aware", () => {
   assert.deepEqual(
@@ -131,19 +128,18 @@ Deno.test("cron definitions are validated before anything connects", () => {
 
 Deno.test("five leaders evaluating at once enqueue each fire time once (compare-and-swap)", async () => {
   const { client, schema, drop } = await testClient({ maxConnections: 6 });
-  const db = fromPostgres(client.sql);
   try {
     // The bare race: five leaders that all read the same last_fire_at (null) fire the same times.
     await client.addCron("race", { schedule: "* * * * * *", kind: "race" });
     const t = new Date(Math.floor(Date.now() / 1000) * 1000);
     const times = [2, 1, 0].map((s) => new Date(t.getTime() - s * 1000));
     const results = await Promise.all(
-      [1, 2, 3, 4, 5].map(() => fireCron(db, client.names, "race", null, t, times)),
+      [1, 2, 3, 4, 5].map(() => client.engine.cron.fire("race", null, t, times)),
     );
     assert.deepEqual(results.map((r) => r.length).sort(), [0, 0, 0, 0, 3], "exactly one leader inserted");
     assert.deepEqual((await cronJobs(client, "race")).map((j) => j.fire), times.map((d) => d.toISOString()));
     // A leader holding a stale read (the cursor it saw has moved on) inserts nothing.
-    assert.deepEqual(await fireCron(db, client.names, "race", null, new Date(), [new Date()]), []);
+    assert.deepEqual(await client.engine.cron.fire("race", null, new Date(), [new Date()]), []);
     await client.removeCron("race");
 
     // Whole evaluations at once on a per-second schedule: whatever interleaving, no fire time twice.
@@ -257,16 +253,11 @@ Deno.test("paused schedules do not fire; resume skips the fires that passed whil
 Deno.test("sync upserts a deployment's schedules and never deletes or un-pauses the others'", async () => {
   const { client, schema, drop } = await testClient();
   try {
-    const db = fromPostgres(client.sql);
-    await upsertCron(
-      db,
-      client.names,
+    await client.engine.cron.upsert(
       normalizeCronMap({ a: { schedule: "0 1 * * *", kind: "a" } }),
       "deploy-1",
     );
-    await upsertCron(
-      db,
-      client.names,
+    await client.engine.cron.upsert(
       normalizeCronMap({ b: { schedule: "0 2 * * *", kind: "b" } }),
       "deploy-2",
     );
@@ -276,9 +267,7 @@ Deno.test("sync upserts a deployment's schedules and never deletes or un-pauses 
     );
     const before = (await client.getCron("a"))!;
     // deploy-1 restarts with a changed schedule for `a`; it does not know `b`.
-    await upsertCron(
-      db,
-      client.names,
+    await client.engine.cron.upsert(
       normalizeCronMap({ a: { schedule: "0 5 * * *", kind: "a2", queue: "q" } }),
       "deploy-1",
     );

@@ -6,6 +6,10 @@ import { type Client, type ClientOptions, createClient } from "../../src/client/
 export const DATABASE_URL: string = Deno.env.get("TEST_DATABASE_URL") ??
   "postgres://postgres@127.0.0.1:5432/postgres";
 
+/** The storage engine of every test schema: env SVC_TEST_ENGINE (`canonical` or `queue_storage`, the default). */
+export const TEST_ENGINE: "canonical" | "queue_storage" =
+  (Deno.env.get("SVC_TEST_ENGINE") ?? "queue_storage") === "canonical" ? "canonical" : "queue_storage";
+
 /** A fresh schema name. */
 export function freshSchema(prefix = "t"): string {
   return `svct_${prefix}_${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`;
@@ -17,7 +21,7 @@ export async function testClient(
 ): Promise<{ client: Client; schema: string; drop: () => Promise<void> }> {
   const schema = opts.schema ?? freshSchema();
   const client = createClient({ databaseUrl: DATABASE_URL, maxConnections: 4, ...opts, schema });
-  await client.migrate();
+  await client.migrate({ engine: TEST_ENGINE });
   return {
     client,
     schema,
@@ -47,11 +51,13 @@ export async function withSchema(
   }
 }
 
-/** Drops a schema with everything in it. */
+/** Drops a schema with everything in it, and its queue-storage schema. */
 export async function dropSchema(schema: string): Promise<void> {
   const sql = postgres(DATABASE_URL, { max: 1, onnotice: () => {} });
   try {
-    await sql.unsafe(`drop schema if exists "${schema}" cascade`);
+    await sql.unsafe(
+      `drop schema if exists "${schema}_qs" cascade; drop schema if exists "${schema}" cascade`,
+    );
   } finally {
     await sql.end();
   }
@@ -69,5 +75,22 @@ export async function waitFor<T>(
     if (v) return v;
     if (Date.now() > until) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** Makes a scheduled or retryable job due now (whatever the engine), so the next promotion moves it. */
+export async function makeDue(client: Client, id: number): Promise<void> {
+  const table = TEST_ENGINE === "canonical" ? `"${client.schema}".jobs` : `"${client.schema}_qs".deferred`;
+  const key = TEST_ENGINE === "canonical" ? "id" : "job_id";
+  await client.sql.unsafe(`update ${table} set run_at = now() where ${key} = ${id}`);
+}
+
+/** Grants a role what a worker needs on a test schema (and its queue-storage schema). */
+export async function grantWorkerRole(client: Client, role: string): Promise<void> {
+  for (const s of [client.schema, `${client.schema}_qs`]) {
+    await client.sql.unsafe(`grant usage on schema "${s}" to ${role}`);
+    await client.sql.unsafe(`grant all on all tables in schema "${s}" to ${role}`);
+    await client.sql.unsafe(`grant all on all sequences in schema "${s}" to ${role}`);
+    await client.sql.unsafe(`grant execute on all functions in schema "${s}" to ${role}`);
   }
 }

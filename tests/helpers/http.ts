@@ -1,4 +1,5 @@
 /** Test helpers for the HTTP surfaces: servers on 127.0.0.1:0 and pending callbacks without a worker. */
+import { claim } from "./claim.ts";
 import type { Client } from "../../src/client/client.ts";
 import type { Job } from "../../src/types.ts";
 
@@ -34,7 +35,7 @@ export async function pendingCallback(
 ): Promise<{ job: Job; callbackId: string }> {
   const queue = opts.queue ?? `q${crypto.randomUUID().slice(0, 8)}`;
   await client.enqueue("fn", { n: 1 }, { queue, maxAttempts: opts.maxAttempts ?? 25 });
-  const [job] = await client.engine.claim(queue, 1, "test-runtime", {});
+  const [job] = await claim(client, queue, 1, "test-runtime", {});
   const callbackId = await client.engine.registerCallback(
     job.id,
     job.lease,

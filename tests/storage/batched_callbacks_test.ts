@@ -2,6 +2,7 @@
  * Parks and callback resolutions that arrive together share one statement (group commit). Each item
  * must still get its own answer, exactly as if it had been written alone.
  */
+import { claim } from "../helpers/claim.ts";
 import assert from "node:assert/strict";
 import { withSchema } from "../helpers/db.ts";
 import type { Client } from "../../src/client/client.ts";
@@ -9,7 +10,7 @@ import type { Client } from "../../src/client/client.ts";
 /** Claims `count` HTTP jobs so that each gets a registered callback; returns [jobId, lease, callbackId]. */
 async function claimWithCallbacks(client: Client, count: number) {
   await client.enqueueMany(Array.from({ length: count }, () => ({ kind: "fn" })));
-  const jobs = await client.engine.claim("default", count, "rt-test", { fn: 60_000 }, { fn: 60_000 });
+  const jobs = await claim(client, "default", count, "rt-test", { fn: 60_000 }, { fn: 60_000 });
   assert.equal(jobs.length, count);
   return jobs.map((j) => ({ id: j.id, lease: j.lease, callbackId: j.callbackId! }));
 }

@@ -4,6 +4,7 @@
  * by one row per attempt, so parks, claims and resolutions slowed down with every job. We count the
  * sequential scans PostgreSQL records on the callbacks table around each statement.
  */
+import { claim } from "../helpers/claim.ts";
 import assert from "node:assert/strict";
 import { waitFor, withSchema } from "../helpers/db.ts";
 
@@ -28,7 +29,7 @@ Deno.test("claims with callbacks, batched parks and batched resolutions never sc
     };
     // 3,000 attempts with callbacks already in the table, as after a while of HTTP traffic.
     await client.enqueueMany(Array.from({ length: 3000 }, () => ({ kind: "fn" })));
-    const old = await client.engine.claim("default", 3000, "rt", { fn: 60_000 }, { fn: 60_000 });
+    const old = await claim(client, "default", 3000, "rt", { fn: 60_000 }, { fn: 60_000 });
     assert.equal(old.length, 3000);
     await client.enqueueMany(Array.from({ length: 20 }, () => ({ kind: "fn" })));
     // The leader's statistics duty analyzes both tables once they have changed this much.
@@ -36,7 +37,7 @@ Deno.test("claims with callbacks, batched parks and batched resolutions never sc
     assert.equal(await client.engine.refreshStatistics(), true);
     const before = (await seqScans()).n;
 
-    const jobs = await client.engine.claim("default", 20, "rt", { fn: 60_000 }, { fn: 60_000 });
+    const jobs = await claim(client, "default", 20, "rt", { fn: 60_000 }, { fn: 60_000 });
     assert.equal(jobs.length, 20);
     const parked = await Promise.all(jobs.map((j) => client.engine.park(j.id, j.lease, j.callbackId!)));
     assert.ok(parked.every(Boolean));

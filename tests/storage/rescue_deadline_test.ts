@@ -3,6 +3,7 @@
  * deadline itself, so the leader steps in only DEADLINE_GRACE_MS after it (a worker whose handler
  * blocks its event loop cannot). Stale heartbeats are rescued as before.
  */
+import { claim } from "../helpers/claim.ts";
 import assert from "node:assert/strict";
 import { withSchema } from "../helpers/db.ts";
 import { DEADLINE_GRACE_MS } from "../../src/storage/canonical/maintenance.ts";
@@ -10,7 +11,7 @@ import { DEADLINE_GRACE_MS } from "../../src/storage/canonical/maintenance.ts";
 Deno.test("rescue: a passed deadline waits out the grace, then the attempt is retried with 'deadline exceeded'", () =>
   withSchema(async (client, schema, sql) => {
     const [a, b, c] = await client.enqueueMany([{ kind: "k" }, { kind: "k" }, { kind: "k" }]);
-    const claimed = await client.engine.claim("default", 3, "rt", { k: 60_000 });
+    const claimed = await claim(client, "default", 3, "rt", { k: 60_000 });
     assert.equal(claimed.length, 3);
     // a: deadline passed just now (within the grace); b: passed longer ago than the grace; c: heartbeat stale.
     await sql.unsafe(

@@ -1,5 +1,6 @@
+import { claim } from "../helpers/claim.ts";
 import assert from "node:assert/strict";
-import { testClient, waitFor } from "../helpers/db.ts";
+import { grantWorkerRole, makeDue, testClient, waitFor } from "../helpers/db.ts";
 import { startWorker } from "../helpers/worker.ts";
 import { CallbackEndedError, type Job, type JobContext, snooze, TerminalError } from "../../mod.ts";
 
@@ -411,19 +412,18 @@ Deno.test("stale attempt: rescue, re-claim, and a late completion with the old l
   const { client, drop } = await testClient();
   try {
     await client.enqueue("k", {});
-    const [first] = await client.engine.claim("default", 1, "dead-runtime", {});
-    await client.sql.unsafe(
-      `update "${client.schema}".jobs set heartbeat_at = now() - interval '10 minutes' where id = ${first.id}`,
-    );
-    const rescued = await client.engine.rescue(90_000);
+    // A runtime that never heartbeats: with a rescue window of 0 its attempt is stale at once.
+    const [first] = await claim(client, "default", 1, "dead-runtime", {});
+    await new Promise((r) => setTimeout(r, 5));
+    const rescued = await client.engine.rescue(0);
     assert.deepEqual(rescued.map((r) => [r.id, r.state]), [[first.id, "retryable"]]);
-    await client.sql.unsafe(`update "${client.schema}".jobs set run_at = now() where id = ${first.id}`);
+    await makeDue(client, first.id);
     assert.equal(await client.engine.promote(), 1);
-    const [second] = await client.engine.claim("default", 1, "live-runtime", {});
+    const [second] = await claim(client, "default", 1, "live-runtime", {});
     assert.equal(second.id, first.id);
     assert.equal(second.lease, first.lease + 1);
     assert.deepEqual(
-      await client.engine.complete([{ id: first.id, lease: first.lease, result: "stale" }], false),
+      await client.engine.complete([{ id: first.id, lease: first.lease, result: "stale" }], true),
       [],
     );
     assert.equal(
@@ -438,7 +438,7 @@ Deno.test("stale attempt: rescue, re-claim, and a late completion with the old l
     );
     assert.equal((await client.getJob(first.id))!.state, "running");
     assert.deepEqual(
-      await client.engine.complete([{ id: second.id, lease: second.lease, result: "fresh" }], false),
+      await client.engine.complete([{ id: second.id, lease: second.lease, result: "fresh" }], true),
       [second.id],
     );
     const done = (await client.getJob(first.id))!;
@@ -523,10 +523,7 @@ Deno.test("when LISTEN fails the worker falls back to polling by itself", async 
   // A role allowed one connection: the worker's pool takes it, so the LISTEN connection is refused.
   const role = `${schema}_one`;
   await client.sql.unsafe(`create role ${role} login connection limit 1`);
-  await client.sql.unsafe(`grant usage on schema "${schema}" to ${role}`);
-  await client.sql.unsafe(`grant all on all tables in schema "${schema}" to ${role}`);
-  await client.sql.unsafe(`grant all on all sequences in schema "${schema}" to ${role}`);
-  await client.sql.unsafe(`grant execute on all functions in schema "${schema}" to ${role}`);
+  await grantWorkerRole(client, role);
   const { createWorker } = await import("../../mod.ts");
   const { DATABASE_URL } = await import("../helpers/db.ts");
   const url = new URL(DATABASE_URL);

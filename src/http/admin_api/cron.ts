@@ -1,6 +1,6 @@
 /** Cron schedules: list, trigger now, pause, resume. */
 import { cronToJson } from "../../cron/definition.ts";
-import { jobToJson } from "../../storage/job_row.ts";
+import { jobToJson } from "../../wire.ts";
 import { actionRoute, type Param, ref, route } from "./route.ts";
 
 const nameParam: Param = {

@@ -2,8 +2,8 @@
  * Jobs: list (filters, text search in args, keyset pagination), enqueue, get with callbacks,
  * retry, cancel, and bulk retry/cancel by filter.
  */
-import type { CallbackRecord, JobFilter } from "../../storage/engine.ts";
-import { jobToJson } from "../../storage/job_row.ts";
+import type { JobFilter } from "../../storage/engine.ts";
+import { callbackToJson, jobToJson } from "../../wire.ts";
 import { type JobState, TERMINAL_STATES } from "../../types.ts";
 import {
   actionRoute,
@@ -25,20 +25,6 @@ const idParam: Param = {
 };
 
 const jobBody: Schema = { type: "object", required: ["job"], properties: { job: ref("Job") } };
-
-/** A callback row as JSON. */
-export function callbackToJson(c: CallbackRecord): Record<string, unknown> {
-  return {
-    id: c.id,
-    attempt: c.attempt,
-    kind: c.kind,
-    state: c.state,
-    deadline_at: c.deadlineAt ? new Date(c.deadlineAt).toISOString() : null,
-    created_at: new Date(c.createdAt).toISOString(),
-    resolved_at: c.resolvedAt ? new Date(c.resolvedAt).toISOString() : null,
-    error: c.error,
-  };
-}
 
 const bulkSchema: Schema = {
   type: "object",
@@ -125,21 +111,15 @@ export const jobRoutes = [
     },
     errors: ["invalid_request"],
     async handler({ client, query }) {
-      let page;
-      try {
-        page = await client.listJobs({
-          state: query.state as JobState | undefined,
-          kind: query.kind as string | undefined,
-          queue: query.queue as string | undefined,
-          tag: query.tag as string | undefined,
-          q: query.q as string | undefined,
-          limit: (query.limit as number | undefined) ?? 50,
-          cursor: query.cursor as string | undefined,
-        });
-      } catch (e) {
-        if ((e as Error)?.name === "InvalidCursorError") throw invalid((e as Error).message);
-        throw e;
-      }
+      const page = await client.listJobs({
+        state: query.state as JobState | undefined,
+        kind: query.kind as string | undefined,
+        queue: query.queue as string | undefined,
+        tag: query.tag as string | undefined,
+        q: query.q as string | undefined,
+        limit: (query.limit as number | undefined) ?? 50,
+        cursor: query.cursor as string | undefined,
+      });
       return { jobs: page.jobs.map(jobToJson), next_cursor: page.nextCursor };
     },
   }),

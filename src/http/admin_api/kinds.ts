@@ -1,5 +1,4 @@
 /** Kinds: every job kind in the table with its counts by state. */
-import { countByKind } from "../../storage/canonical/stats.ts";
 import { ref, route } from "./route.ts";
 
 export const kindRoutes = [
@@ -22,7 +21,8 @@ export const kindRoutes = [
     },
     errors: [],
     async handler({ client }) {
-      return { kinds: await countByKind(client.db, client.names) };
+      const k = await client.engine.kindCounts();
+      return { kinds: k.kinds, approximate: k.approximate };
     },
   }),
 ];

@@ -1,24 +1,13 @@
 /** Queues: list with counts by state, pause, resume. */
 import type { Client } from "../../client/client.ts";
-import { queueStats } from "../../storage/canonical/stats.ts";
-import type { QueueInfo } from "../../types.ts";
+import { queueToJson } from "../../wire.ts";
 import { actionRoute, type Param, ref, route } from "./route.ts";
 import { queueNameSchema } from "./schemas.ts";
-
-/** A queue as JSON. */
-export function queueToJson(q: QueueInfo): Record<string, unknown> {
-  return {
-    name: q.name,
-    paused: q.paused,
-    counts: q.counts,
-    oldest_available_age_seconds: q.oldestAvailableAgeSeconds,
-  };
-}
 
 const nameParam: Param = { name: "name", in: "path", description: "queue name", schema: queueNameSchema };
 
 async function oneQueue(client: Client, name: string): Promise<Record<string, unknown>> {
-  const q = (await queueStats(client.db, client.names)).find((x) => x.name === name);
+  const q = (await client.listQueues()).find((x) => x.name === name);
   return { queue: queueToJson(q!) };
 }
 
@@ -40,7 +29,7 @@ export const queueRoutes = [
     },
     errors: [],
     async handler({ client }) {
-      return { queues: (await queueStats(client.db, client.names)).map(queueToJson) };
+      return { queues: (await client.listQueues()).map(queueToJson) };
     },
   }),
   actionRoute({

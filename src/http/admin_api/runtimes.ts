@@ -1,21 +1,6 @@
 /** Runtimes: the worker processes in the runtimes table, their queues, readiness and the leader. */
-import type { RuntimeInfo } from "../../types.ts";
+import { runtimeToJson } from "../../wire.ts";
 import { ref, route } from "./route.ts";
-
-/** A runtime as JSON. */
-export function runtimeToJson(r: RuntimeInfo): Record<string, unknown> {
-  return {
-    id: r.id,
-    hostname: r.hostname,
-    pid: r.pid,
-    queues: r.queues,
-    ready: r.ready,
-    leader: r.leader,
-    started_at: new Date(r.startedAt).toISOString(),
-    heartbeat_at: new Date(r.heartbeatAt).toISOString(),
-    live: r.live,
-  };
-}
 
 export const runtimeRoutes = [
   route({

@@ -52,6 +52,10 @@ export const SCHEMAS: Record<string, Schema> = {
       priority: { type: "integer", minimum: 1, maximum: 4 },
       attempt: int,
       max_attempts: int,
+      effective_max_attempts: {
+        type: ["integer", "null"],
+        description: "the limit that applied to the latest attempt (the smaller of the job's and its kind's)",
+      },
       run_at: time,
       created_at: time,
       attempted_at: timeOrNull,
@@ -66,6 +70,7 @@ export const SCHEMAS: Record<string, Schema> = {
       callback_id: { type: ["string", "null"], format: "uuid" },
       callback_timeout_at: timeOrNull,
       attempted_by: { type: ["string", "null"] },
+      lease: { type: "integer", description: "run lease of the latest claim" },
       duplicate: {
         type: "boolean",
         description: "set on enqueue when a unique job with the key already existed",
@@ -83,6 +88,11 @@ export const SCHEMAS: Record<string, Schema> = {
       created_at: time,
       resolved_at: timeOrNull,
       error: { type: ["string", "null"] },
+      rejected_count: { type: "integer", description: "refused requests that named this callback" },
+      last_rejection: {
+        type: ["object", "null"],
+        description: "the last refused request: {status, code, at}",
+      },
     },
   },
   Queue: {
@@ -91,6 +101,11 @@ export const SCHEMAS: Record<string, Schema> = {
       name: { type: "string" },
       paused: { type: "boolean" },
       counts: { $ref: "#/components/schemas/StateCounts" },
+      approximate: {
+        type: "array",
+        items: { type: "string" },
+        description: "states whose count is a lower bound",
+      },
       oldest_available_age_seconds: { type: ["number", "null"] },
     },
   },
@@ -115,6 +130,7 @@ export const SCHEMAS: Record<string, Schema> = {
       hostname: { type: "string" },
       pid: int,
       queues: { type: "array", items: { type: "string" } },
+      engines: { type: "array", items: { type: "string" }, description: "storage engines it can execute" },
       ready: { type: "boolean" },
       leader: { type: "boolean" },
       started_at: time,

@@ -1,7 +1,18 @@
 /** Stats for the dashboard: counts by state, per queue, and completions/failures per minute. */
-import { queueStats, sumCounts, throughput } from "../../storage/canonical/stats.ts";
+import { JOB_STATES, type JobState, type QueueInfo } from "../../types.ts";
 import { ref, route } from "./route.ts";
-import { queueToJson } from "./queues.ts";
+import { queueToJson } from "../../wire.ts";
+
+/** Counts by state summed over queues, with the states whose sum is a lower bound. */
+function sumCounts(queues: QueueInfo[]): { counts: Record<JobState, number>; approximate: JobState[] } {
+  const counts = Object.fromEntries(JOB_STATES.map((s) => [s, 0])) as Record<JobState, number>;
+  const approximate = new Set<JobState>();
+  for (const q of queues) {
+    for (const s of JOB_STATES) counts[s] += q.counts[s];
+    for (const s of q.approximate ?? []) approximate.add(s);
+  }
+  return { counts, approximate: [...approximate] };
+}
 
 /** Minutes of throughput history on the dashboard. */
 export const THROUGHPUT_MINUTES = 60;
@@ -19,6 +30,11 @@ export const statsRoutes = [
       required: ["counts", "queues", "throughput"],
       properties: {
         counts: ref("StateCounts"),
+        approximate: {
+          type: "array",
+          items: { type: "string" },
+          description: "states whose count is a lower bound (counting them exactly would read a large table)",
+        },
         queues: { type: "array", items: ref("Queue") },
         throughput: {
           type: "array",
@@ -37,11 +53,11 @@ export const statsRoutes = [
     errors: [],
     async handler({ client }) {
       const [queues, points] = await Promise.all([
-        queueStats(client.db, client.names),
-        throughput(client.db, client.names, THROUGHPUT_MINUTES),
+        client.listQueues(),
+        client.engine.throughput(THROUGHPUT_MINUTES),
       ]);
       return {
-        counts: sumCounts(queues),
+        ...sumCounts(queues),
         queues: queues.map(queueToJson),
         throughput: points.map((p) => ({
           minute: new Date(p.minute).toISOString(),

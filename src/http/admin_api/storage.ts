@@ -17,7 +17,7 @@ export const storageRoutes = [
     errors: [],
     async handler({ client }) {
       const s = await client.engine.storageState();
-      return { engine: s.engine, transition: s.transition };
+      return { engine: s.engine, transition: s.transition, queue_storage_schema: s.qsSchema };
     },
   }),
 ];

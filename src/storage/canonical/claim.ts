@@ -1,76 +1,103 @@
 /**
  * Claims available jobs of one queue with `FOR UPDATE SKIP LOCKED`: attempt += 1, lease += 1,
- * heartbeat now, and the per-kind hard deadline. A paused queue yields nothing. Completions are
- * written by their own batched statement (complete.ts), concurrently with the next claim.
+ * heartbeat now, the per-kind hard deadline, and the retry policy that applies to the attempt (its
+ * kind's max attempts and the delay its retry gets), stored so that every path that fails the attempt
+ * uses it. A paused queue yields nothing. Jobs claimed beyond the free slots are prefetched: their
+ * `attempted_at` stays null until their handler starts, and their deadline includes the prefetch TTL.
  */
 import type { Db } from "../../db/connection.ts";
 import type { SchemaNames } from "../../db/names.ts";
 import type { Job } from "../../types.ts";
+import type { ClaimRequest } from "../engine.ts";
 import { rowToJob } from "../job_row.ts";
 
-/** The jobs to claim: `$1` queue, `$2` limit; none while the queue is paused. */
+/** The jobs to claim: `$1` queue, `$2` limit, numbered in claim order; none while the queue is paused. */
 function nextCte(n: SchemaNames): string {
   return `next as (
-       select id from ${n.q}.jobs
-        where state = 'available' and queue = $1
-          and not exists (select 1 from ${n.q}.queues q where q.name = $1 and q.paused)
-        order by priority, run_at, id
-        limit $2
-        for update skip locked)`;
+       select id, row_number() over (order by priority, run_at, id) as n from (
+         select id, priority, run_at from ${n.q}.jobs
+          where state = 'available' and queue = $1
+            and not exists (select 1 from ${n.q}.queues q where q.name = $1 and q.paused)
+          order by priority, run_at, id
+          limit $2
+          for update skip locked) c)`;
 }
 
-/** The claim itself: `$3` runtime id, `$4` deadlines per kind (ms); `extraSet` adds assignments. */
+/**
+ * The claim itself: `$3` runtime id, `$4` policies per kind ({max_attempts, timeout_ms, delays_ms}),
+ * `$5` free slots (later rows are prefetched), `$6` prefetch TTL in ms; `extraSet` adds assignments.
+ */
 function claimUpdate(n: SchemaNames, extraSet: string): string {
   return `update ${n.q}.jobs j
-        set state = 'running', attempt = j.attempt + 1, lease = j.lease + 1, attempted_at = now(),
+        set state = 'running', attempt = j.attempt + 1, lease = j.lease + 1,
+            attempted_at = case when next.n > $5 then null else now() end,
             heartbeat_at = now(), attempted_by = $3,
-            deadline_at = now() + (($4::text::jsonb ->> j.kind)::bigint * interval '1 millisecond')${extraSet}
+            deadline_at = now() + ((($4::text::jsonb -> j.kind ->> 'timeout_ms')::bigint
+                                    + case when next.n > $5 then $6::bigint else 0 end) * interval '1 millisecond'),
+            effective_max_attempts = least(j.max_attempts,
+              coalesce(($4::text::jsonb -> j.kind ->> 'max_attempts')::integer, j.max_attempts)),
+            retry_delay_ms = coalesce(
+              ($4::text::jsonb -> j.kind -> 'delays_ms' ->> least(j.attempt,
+                 jsonb_array_length(coalesce($4::text::jsonb -> j.kind -> 'delays_ms', '[null]')) - 1))::bigint,
+              ${n.q}.backoff_ms(j.attempt + 1))${extraSet}
        from next where j.id = next.id
-     returning j.*`;
+     returning j.*, next.n > $5 as prefetched`;
 }
 
 function inClaimOrder(jobs: Job[]): Job[] {
   return jobs.sort((a, b) => a.priority - b.priority || +a.runAt - +b.runAt || a.id - b.id);
 }
 
-/** Extra claim assignments: a fresh callback for the kinds in `$5` (HTTP workers), with its deadline. */
+/** Extra claim assignments: a fresh callback for the kinds in `$7` (HTTP workers), with its deadline. */
 const REGISTER_HTTP_CALLBACK = `,
-            callback_id = case when $5::text::jsonb ? j.kind then gen_random_uuid() else j.callback_id end,
-            callback_timeout_at = case when $5::text::jsonb ? j.kind
-              then now() + (($5::text::jsonb ->> j.kind)::bigint * interval '1 millisecond')
+            callback_id = case when $7::text::jsonb ? j.kind then gen_random_uuid() else j.callback_id end,
+            callback_timeout_at = case when $7::text::jsonb ? j.kind
+              then now() + (($7::text::jsonb ->> j.kind)::bigint * interval '1 millisecond')
               else j.callback_timeout_at end`;
 
+/** The policies as the claim statement reads them. */
+export function policiesJson(req: ClaimRequest): string {
+  const out: Record<string, unknown> = {};
+  for (const [kind, p] of Object.entries(req.policies)) {
+    out[kind] = { max_attempts: p.maxAttempts, timeout_ms: p.timeoutMs, delays_ms: p.delaysMs };
+  }
+  return JSON.stringify(out);
+}
+
 /**
- * Claims at most `limit` available jobs of `queue` for `runtimeId`, with each kind's hard deadline from
- * `timeoutsMs`. Jobs of the kinds in `callbackTimeoutsMs` (HTTP workers) get a callback registered in
- * the same statement: one commit fewer per HTTP job.
+ * Claims at most `req.limit` available jobs of `req.queue`. Jobs of the kinds in
+ * `req.callbackTimeoutsMs` (HTTP workers) get a callback registered in the same statement: one commit
+ * fewer per HTTP job.
  */
-export async function claimJobs(
-  db: Db,
-  n: SchemaNames,
-  queue: string,
-  limit: number,
-  runtimeId: string,
-  timeoutsMs: Record<string, number>,
-  callbackTimeoutsMs: Record<string, number> = {},
-): Promise<Job[]> {
-  const params: unknown[] = [queue, limit, runtimeId, JSON.stringify(timeoutsMs)];
+export async function claimJobs(db: Db, n: SchemaNames, req: ClaimRequest): Promise<Job[]> {
+  const params: unknown[] = [
+    req.queue,
+    req.limit,
+    req.runtimeId,
+    policiesJson(req),
+    req.free,
+    Math.max(0, Math.round(req.prefetchTtlMs)),
+  ];
   let text = `with ${nextCte(n)}
      ${claimUpdate(n, "")}`;
-  if (Object.keys(callbackTimeoutsMs).length > 0) {
-    params.push(JSON.stringify(callbackTimeoutsMs));
+  if (Object.keys(req.callbackTimeoutsMs).length > 0) {
+    params.push(JSON.stringify(req.callbackTimeoutsMs));
     text = `with ${nextCte(n)},
      claimed as (
        ${claimUpdate(n, REGISTER_HTTP_CALLBACK)}),
      superseded as (
        update ${n.q}.callbacks c set state = 'superseded', resolved_at = now()
-        where c.state = 'pending' and c.job_id in (select id from claimed where $5::text::jsonb ? kind)),
+        where c.state = 'pending' and c.job_id in (select id from claimed where $7::text::jsonb ? kind)),
      registered as (
        insert into ${n.q}.callbacks (id, job_id, attempt, lease, kind, deadline_at)
        select c.callback_id, c.id, c.attempt, c.lease, 'http', c.callback_timeout_at
-         from claimed c where $5::text::jsonb ? c.kind)
+         from claimed c where $7::text::jsonb ? c.kind)
      select * from claimed`;
   }
   const rows = await db.query(text, params);
-  return inClaimOrder(rows.map(rowToJob));
+  return inClaimOrder(rows.map((r) => {
+    const job = rowToJob(r);
+    if (r.prefetched) job.prefetched = true;
+    return job;
+  }));
 }

@@ -1,36 +1,39 @@
 /**
  * The `canonical` storage engine: one jobs table updated in place, claims with `FOR UPDATE SKIP LOCKED`.
- * One file per SQL operation beside this one; this class only binds them to a pool and a schema.
+ * One file per SQL operation beside this one; this class only binds them to a pool and a schema. Reads
+ * and admin changes of single jobs go through the stable SQL API (`shared/sql_api.ts`), which serves
+ * both engines.
  */
 import type { Db } from "../../db/connection.ts";
 import type { SchemaNames } from "../../db/names.ts";
 import type { Job, JobPage, ListJobsOptions, QueueInfo, RuntimeInfo } from "../../types.ts";
 import type {
+  AttemptRef,
   CallbackRecord,
   CallbackResolution,
+  ClaimRequest,
   Completion,
   Failure,
   JobFilter,
+  KindCounts,
   MaintainedJob,
   NewJob,
   ParkRequest,
+  ResolveAction,
+  ResolveArgs,
   Retention,
+  RingReport,
   RuntimeReport,
   StorageEngine,
+  StorageState,
+  ThroughputPoint,
 } from "../engine.ts";
 import { enqueueJobs } from "./enqueue.ts";
 import { claimJobs } from "./claim.ts";
 import { completeJobs } from "./complete.ts";
-import { failJob, heartbeatJobs, parkJobs, snoozeJob } from "./fail.ts";
-import { bulkCancel, bulkRetry, cancelJob, getJob, listJobs, retryJob } from "./admin.ts";
-import { listQueues, setQueuePaused } from "./queues.ts";
-import {
-  getCallback,
-  listCallbacks,
-  registerCallback,
-  resolveCallbacks,
-  type ResolveRequest,
-} from "./callbacks.ts";
+import { failJob, giveBack, heartbeatJobs, parkJobs, recordStarts, snoozeJob } from "./fail.ts";
+import { bulkCancel, bulkRetry } from "./admin.ts";
+import { countByKind, queueStats, throughput } from "./stats.ts";
 import {
   cleanupFinished,
   expireCallbacks,
@@ -38,38 +41,63 @@ import {
   refreshStatistics,
   rescueStale,
 } from "./maintenance.ts";
-import { deleteRuntime, listRuntimes, upsertRuntime } from "./runtimes.ts";
+import { queueDeclared, setQueuePaused } from "../shared/queues.ts";
+import {
+  type CallbackSql,
+  getCallback,
+  listCallbacks,
+  registerCallback,
+  resolveCallbacks,
+  type ResolveRequest,
+} from "../shared/callbacks.ts";
+import { deleteRuntime, listRuntimes, upsertRuntime } from "../shared/runtimes.ts";
+import { cancelJob, getJob, listJobs, retryJob } from "../shared/sql_api.ts";
+import { readStorageState } from "../shared/state.ts";
+import { CronStore } from "../shared/cron.ts";
 import { Batcher } from "../../runtime/batcher.ts";
 
 /** The jobs-table engine. */
 export class CanonicalEngine implements StorageEngine {
   readonly name = "canonical";
+  readonly cron: CronStore;
+  readonly callbackSql: CallbackSql;
   /** Parks and callback resolutions that arrive together are written together (group commit). */
   private readonly parks: Batcher<ParkRequest, boolean>;
   private readonly resolutions: Batcher<ResolveRequest, CallbackResolution>;
 
-  constructor(private readonly db: Db, private readonly n: SchemaNames) {
+  constructor(
+    private readonly db: Db,
+    private readonly n: SchemaNames,
+    private readonly liveWithinMs = 90_000,
+  ) {
+    this.cron = new CronStore(db, n);
+    this.callbackSql = {
+      table: `${n.q}.callbacks`,
+      register: `${n.q}.register_callback`,
+      resolveOne: `${n.q}.canonical_resolve_callback`,
+      resolveBatch: `${n.q}.resolve_callbacks`,
+    };
     this.parks = new Batcher(async (items) => {
       const parked = new Set(await parkJobs(db, n, items));
       return items.map((p) => parked.has(p.id));
     });
-    this.resolutions = new Batcher((items) => resolveCallbacks(db, n, items));
+    this.resolutions = new Batcher((items) => resolveCallbacks(db, this.callbackSql, items));
   }
 
   enqueue(db: Db, jobs: NewJob[]): Promise<Job[]> {
     return enqueueJobs(db, this.n, jobs);
   }
-  claim(
-    queue: string,
-    limit: number,
-    runtimeId: string,
-    timeoutsMs: Record<string, number>,
-    callbackTimeoutsMs: Record<string, number> = {},
-  ): Promise<Job[]> {
-    return claimJobs(this.db, this.n, queue, limit, runtimeId, timeoutsMs, callbackTimeoutsMs);
+  claim(req: ClaimRequest): Promise<Job[]> {
+    return claimJobs(this.db, this.n, req);
   }
-  complete(items: Completion[], deleteRows: boolean): Promise<number[]> {
-    return completeJobs(this.db, this.n, items, deleteRows);
+  recordStarts(items: AttemptRef[]): Promise<number[]> {
+    return recordStarts(this.db, this.n, items);
+  }
+  giveBack(items: AttemptRef[]): Promise<number[]> {
+    return giveBack(this.db, this.n, items);
+  }
+  complete(items: Completion[], keep: boolean): Promise<number[]> {
+    return completeJobs(this.db, this.n, items, !keep);
   }
   fail(item: Failure): Promise<Job | null> {
     return failJob(this.db, this.n, item);
@@ -77,7 +105,7 @@ export class CanonicalEngine implements StorageEngine {
   snooze(id: number, lease: number, delayMs: number): Promise<boolean> {
     return snoozeJob(this.db, this.n, id, lease, delayMs);
   }
-  heartbeat(items: { id: number; lease: number }[]): Promise<void> {
+  heartbeat(items: AttemptRef[]): Promise<void> {
     return heartbeatJobs(this.db, this.n, items);
   }
   park(id: number, lease: number, callbackId: string): Promise<boolean> {
@@ -89,17 +117,17 @@ export class CanonicalEngine implements StorageEngine {
   listJobs(opts: ListJobsOptions): Promise<JobPage> {
     return listJobs(this.db, this.n, opts);
   }
-  cancel(id: number): Promise<Job | null> {
+  cancel(id: number): Promise<Job> {
     return cancelJob(this.db, this.n, id);
   }
-  retry(id: number): Promise<Job | null> {
+  retry(id: number): Promise<Job> {
     return retryJob(this.db, this.n, id);
   }
-  bulkCancel(filter: JobFilter): Promise<number> {
-    return bulkCancel(this.db, this.n, filter);
+  bulkCancel(filter: JobFilter, opts: { dryRun?: boolean } = {}): Promise<number> {
+    return bulkCancel(this.db, this.n, filter, opts.dryRun);
   }
-  bulkRetry(filter: JobFilter): Promise<number> {
-    return bulkRetry(this.db, this.n, filter);
+  bulkRetry(filter: JobFilter, opts: { dryRun?: boolean } = {}): Promise<number> {
+    return bulkRetry(this.db, this.n, filter, opts.dryRun);
   }
   pauseQueue(name: string): Promise<void> {
     return setQueuePaused(this.db, this.n, name, true);
@@ -107,8 +135,19 @@ export class CanonicalEngine implements StorageEngine {
   resumeQueue(name: string): Promise<void> {
     return setQueuePaused(this.db, this.n, name, false);
   }
+  async queueKnown(name: string): Promise<boolean> {
+    if (await queueDeclared(this.db, this.n, name, this.liveWithinMs)) return true;
+    const rows = await this.db.query(`select 1 from ${this.n.q}.jobs where queue = $1 limit 1`, [name]);
+    return rows.length > 0;
+  }
   listQueues(): Promise<QueueInfo[]> {
-    return listQueues(this.db, this.n);
+    return queueStats(this.db, this.n);
+  }
+  async kindCounts(): Promise<KindCounts> {
+    return { kinds: await countByKind(this.db, this.n), approximate: false };
+  }
+  throughput(minutes: number): Promise<ThroughputPoint[]> {
+    return throughput(this.db, this.n, minutes);
   }
   registerCallback(
     id: number,
@@ -116,19 +155,15 @@ export class CanonicalEngine implements StorageEngine {
     timeoutMs: number,
     kind: "in_process" | "http",
   ): Promise<string | null> {
-    return registerCallback(this.db, this.n, id, lease, timeoutMs, kind);
+    return registerCallback(this.db, this.callbackSql, id, lease, timeoutMs, kind);
   }
   getCallback(id: string): Promise<CallbackRecord | null> {
-    return getCallback(this.db, this.n, id);
+    return getCallback(this.db, this.callbackSql, id);
   }
   listCallbacks(jobId: number): Promise<CallbackRecord[]> {
-    return listCallbacks(this.db, this.n, jobId);
+    return listCallbacks(this.db, this.callbackSql, jobId);
   }
-  resolveCallback(
-    id: string,
-    action: "complete" | "resume" | "fail" | "heartbeat",
-    args: { payload?: unknown; error?: string; retryable?: boolean; timeoutSeconds?: number },
-  ): Promise<CallbackResolution> {
+  resolveCallback(id: string, action: ResolveAction, args: ResolveArgs): Promise<CallbackResolution> {
     return this.resolutions.add({ id, action, ...args });
   }
   promote(): Promise<number> {
@@ -146,6 +181,9 @@ export class CanonicalEngine implements StorageEngine {
   refreshStatistics(): Promise<boolean> {
     return refreshStatistics(this.db, this.n);
   }
+  maintainRing(): Promise<RingReport> {
+    return Promise.resolve({ rotated: null, pruned: {}, moved: 0 });
+  }
   upsertRuntime(r: RuntimeReport): Promise<void> {
     return upsertRuntime(this.db, this.n, r);
   }
@@ -155,11 +193,7 @@ export class CanonicalEngine implements StorageEngine {
   listRuntimes(liveWithinMs: number): Promise<RuntimeInfo[]> {
     return listRuntimes(this.db, this.n, liveWithinMs);
   }
-  async storageState(): Promise<{ engine: string; transition: string }> {
-    const rows = await this.db.query(`select engine, transition from ${this.n.q}.storage_state`);
-    return rows.length ? { engine: rows[0].engine, transition: rows[0].transition } : {
-      engine: "canonical",
-      transition: "canonical",
-    };
+  storageState(): Promise<StorageState> {
+    return readStorageState(this.db, this.n);
   }
 }

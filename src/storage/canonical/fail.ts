@@ -1,27 +1,23 @@
-/** Failed attempts (retryable or failed), snoozes and parking, guarded by (id, run lease). */
+/**
+ * The ends of an attempt other than completion, guarded by (id, run lease): a failure (through the
+ * SQL function `canonical_fail_attempt`, the one path that applies the retry policy stored at claim),
+ * a snooze, parking, heartbeats, and the start records and give-backs of prefetched attempts.
+ */
 import type { Db } from "../../db/connection.ts";
 import type { SchemaNames } from "../../db/names.ts";
 import type { Job } from "../../types.ts";
-import type { Failure, ParkRequest } from "../engine.ts";
+import type { AttemptRef, Failure, ParkRequest } from "../engine.ts";
 import { rowToJob } from "../job_row.ts";
 
 export async function failJob(db: Db, n: SchemaNames, f: Failure): Promise<Job | null> {
-  const rows = await db.query(
-    `with cur as (
-       select id, (attempt >= max_attempts or $4::boolean) as final from ${n.q}.jobs
-        where id = $1 and lease = $2 and state in ('running', 'waiting_external') for update)
-     update ${n.q}.jobs j
-        set state = case when cur.final then 'failed' else 'retryable' end::${n.q}.job_state,
-            run_at = case when cur.final then j.run_at else now() + $5::bigint * interval '1 millisecond' end,
-            finalized_at = case when cur.final then now() end,
-            heartbeat_at = null, deadline_at = null,
-            errors = j.errors || jsonb_build_array(jsonb_build_object(
-              'attempt', j.attempt, 'at', now(), 'error', $3::text, 'terminal', cur.final))
-       from cur where j.id = cur.id
-     returning j.*`,
-    [f.id, f.lease, f.error, f.terminal, Math.max(0, Math.round(f.retryDelayMs))],
-  );
-  return rows.length ? rowToJob(rows[0]) : null;
+  const rows = await db.query(`select * from ${n.q}.canonical_fail_attempt($1, $2, $3, $4, $5)`, [
+    f.id,
+    f.lease,
+    f.error,
+    f.terminal,
+    f.retryDelayMs === undefined ? null : Math.max(0, Math.round(f.retryDelayMs)),
+  ]);
+  return rows.length && rows[0].id !== null ? rowToJob(rows[0]) : null;
 }
 
 export async function snoozeJob(
@@ -71,11 +67,7 @@ export async function parkJobs(db: Db, n: SchemaNames, items: ParkRequest[]): Pr
   return rows.map((r) => Number(r.id));
 }
 
-export async function heartbeatJobs(
-  db: Db,
-  n: SchemaNames,
-  items: { id: number; lease: number }[],
-): Promise<void> {
+export async function heartbeatJobs(db: Db, n: SchemaNames, items: AttemptRef[]): Promise<void> {
   if (items.length === 0) return;
   await db.query(
     `update ${n.q}.jobs j set heartbeat_at = now()
@@ -83,4 +75,29 @@ export async function heartbeatJobs(
       where j.id = any($2::bigint[]) and j.state = 'running' and j.id = u.id and j.lease = u.lease`,
     [JSON.stringify(items), items.map((i) => i.id)],
   );
+}
+
+/** Prefetched attempts whose handler starts now: `attempted_at` is their start record. */
+export async function recordStarts(db: Db, n: SchemaNames, items: AttemptRef[]): Promise<number[]> {
+  if (items.length === 0) return [];
+  const rows = await db.query(
+    `update ${n.q}.jobs j set attempted_at = now(), heartbeat_at = now()
+       from json_to_recordset($1::text::json) as u(id bigint, lease integer)
+      where j.id = any($2::bigint[]) and j.state = 'running' and j.id = u.id and j.lease = u.lease
+        and j.attempted_at is null
+      returning j.id`,
+    [JSON.stringify(items), items.map((i) => i.id)],
+  );
+  return rows.map((r) => Number(r.id));
+}
+
+/** Prefetched attempts that never started go back to `available`, their attempt not consumed. */
+export async function giveBack(db: Db, n: SchemaNames, items: AttemptRef[]): Promise<number[]> {
+  if (items.length === 0) return [];
+  const rows = await db.query(
+    `select u.id from json_to_recordset($1::text::json) as u(id bigint, lease integer)
+      where ${n.q}.canonical_give_back(u.id, u.lease)`,
+    [JSON.stringify(items)],
+  );
+  return rows.map((r) => Number(r.id));
 }

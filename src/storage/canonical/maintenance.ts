@@ -32,56 +32,57 @@ export async function promoteDue(db: Db, n: SchemaNames): Promise<number> {
  */
 export const DEADLINE_GRACE_MS = 2_000;
 
-/** Fails or retries running attempts whose heartbeat is stale or whose hard deadline passed (plus the grace). */
+/**
+ * Rescues running attempts whose heartbeat is stale or whose hard deadline passed (plus the grace): a
+ * prefetched attempt that never started (no `attempted_at`) goes back to `available` without
+ * consuming its attempt; any other fails through `canonical_fail_attempt` with the policy stored at
+ * claim (retryable after the stored delay, or failed when it was the last attempt).
+ */
 export async function rescueStale(db: Db, n: SchemaNames, rescueAfterMs: number): Promise<MaintainedJob[]> {
   const rows = await db.query(
     `with stale as (
-       select id, case when deadline_at < now() - $4::bigint * interval '1 millisecond' then 'deadline exceeded'
-                       else 'heartbeat stale: worker presumed dead' end as reason,
-              attempt >= max_attempts as final
+       select id, lease, kind, attempted_at is null as unstarted,
+              case when deadline_at < now() - $3::bigint * interval '1 millisecond' then 'deadline exceeded'
+                   else 'heartbeat stale: worker presumed dead' end as reason
          from ${n.q}.jobs
         where state = 'running'
           and (heartbeat_at < now() - $1::bigint * interval '1 millisecond'
-               or deadline_at < now() - $4::bigint * interval '1 millisecond')
+               or deadline_at < now() - $3::bigint * interval '1 millisecond')
         limit $2 for update skip locked),
-     upd as (
-       update ${n.q}.jobs j
-          set state = case when stale.final then 'failed' else 'retryable' end::${n.q}.job_state,
-              run_at = case when stale.final then j.run_at else now() + ${n.q}.backoff_delay(j.attempt) end,
-              finalized_at = case when stale.final then now() end,
-              heartbeat_at = null, deadline_at = null,
-              errors = j.errors || jsonb_build_array(jsonb_build_object(
-                'attempt', j.attempt, 'at', now(), 'error', 'rescued: ' || stale.reason, 'terminal', stale.final))
-         from stale where j.id = stale.id
-       returning j.id, j.kind, j.state::text as state, stale.reason)
-     select upd.*, pg_notify($3, upd.id::text)::text as notified from upd`,
-    [rescueAfterMs, BATCH, n.cancelChannel, DEADLINE_GRACE_MS],
+     done as (
+       select s.id, s.kind, s.reason,
+              case when s.unstarted
+                   then case when ${n.q}.canonical_give_back(s.id, s.lease) then 'available' end
+                   else (${n.q}.canonical_fail_attempt(s.id, s.lease, 'rescued: ' || s.reason, false)).state::text
+              end as state
+         from stale s)
+     select done.*, pg_notify($4, done.id::text)::text as notified from done where done.state is not null`,
+    [rescueAfterMs, BATCH, DEADLINE_GRACE_MS, n.cancelChannel],
   );
   return rows.map((r) => ({ id: Number(r.id), kind: r.kind, state: r.state, reason: r.reason }));
 }
 
-/** Parked attempts whose callback deadline passed: `retryable` with backoff, or `failed` when exhausted. */
+/**
+ * Parked attempts whose callback deadline passed: `retryable` after the stored delay, or `failed` when
+ * it was the last attempt, through `canonical_fail_attempt`; their callback becomes `expired`.
+ */
 export async function expireCallbacks(db: Db, n: SchemaNames): Promise<MaintainedJob[]> {
   const rows = await db.query(
     `with due as (
-       select id, callback_id, attempt >= max_attempts as final from ${n.q}.jobs
+       select id, lease, kind, callback_id from ${n.q}.jobs
         where state = 'waiting_external' and callback_timeout_at < now()
         limit $1 for update skip locked),
      upd as (
-       update ${n.q}.jobs j
-          set state = case when due.final then 'failed' else 'retryable' end::${n.q}.job_state,
-              run_at = case when due.final then j.run_at else now() + ${n.q}.backoff_delay(j.attempt) end,
-              finalized_at = case when due.final then now() end,
-              heartbeat_at = null, deadline_at = null,
-              errors = j.errors || jsonb_build_array(jsonb_build_object(
-                'attempt', j.attempt, 'at', now(), 'error', 'callback timed out', 'terminal', due.final))
-         from due where j.id = due.id
-       returning j.id, j.kind, j.state::text as state, due.callback_id),
+       select due.id, due.kind, due.callback_id,
+              (${n.q}.canonical_fail_attempt(due.id, due.lease, 'callback timed out', false, null,
+                                             '{waiting_external}')).state::text as state
+         from due),
      cb as (
        update ${n.q}.callbacks c set state = 'expired', resolved_at = now()
-        where c.id = any(array(select callback_id from upd)) and c.state = 'pending' returning c.id)
+        where c.id = any(array(select callback_id from upd where state is not null)) and c.state = 'pending'
+        returning c.id)
      select upd.*, (select count(*) from cb) as expired,
-            pg_notify($2, upd.callback_id::text)::text as notified from upd`,
+            pg_notify($2, upd.callback_id::text)::text as notified from upd where upd.state is not null`,
     [BATCH, n.callbacksChannel],
   );
   return rows.map((r) => ({

@@ -13,13 +13,7 @@ import { JOB_STATES, type JobState, type QueueInfo } from "../../types.ts";
 /** A count for every job state (zeros included). */
 export type StateCounts = Record<JobState, number>;
 
-/** Completions and failures finalized in one minute. */
-export interface ThroughputPoint {
-  /** Start of the minute. */
-  minute: Date;
-  completed: number;
-  failed: number;
-}
+import type { ThroughputPoint } from "../engine.ts";
 
 function fillCounts(rows: { state: string; n: unknown }[]): StateCounts {
   const out = Object.fromEntries(JOB_STATES.map((s) => [s, 0])) as StateCounts;
@@ -66,13 +60,6 @@ export async function queueStats(db: Db, n: SchemaNames): Promise<QueueInfo[]> {
     counts: fillCounts(Object.entries(r.counts).map(([state, c]) => ({ state, n: c }))),
     oldestAvailableAgeSeconds: r.age === null ? null : Number(r.age),
   }));
-}
-
-/** Counts by state summed over queues (saves a pass when the per-queue counts are read anyway). */
-export function sumCounts(queues: QueueInfo[]): StateCounts {
-  const out = fillCounts([]);
-  for (const q of queues) for (const s of JOB_STATES) out[s] += q.counts[s];
-  return out;
 }
 
 /** Jobs per kind and state, kinds in name order. */

@@ -9,11 +9,9 @@
  * missed (no leader ran) and are coalesced into one run by default, the newest, or up to
  * `catch_up` of the newest are enqueued.
  */
-import type { Db } from "../../db/connection.ts";
-import type { SchemaNames } from "../../db/names.ts";
 import type { Logger } from "../../types.ts";
 import { latestFireTimes } from "../../cron/schedule.ts";
-import { activeCronRows, fireCron } from "../../cron/cron_table.ts";
+import type { CronStore } from "../../storage/shared/cron.ts";
 import type { Duty } from "./maintenance.ts";
 
 /** What to enqueue for one schedule. */
@@ -44,13 +42,12 @@ export function planFires(
 
 /** Evaluates every active schedule once; returns the number of jobs enqueued. */
 export async function evaluateCron(
-  db: Db,
-  n: SchemaNames,
+  store: CronStore,
   lateToleranceMs: number,
   logger: Logger,
   broken: Set<string> = new Set(),
 ): Promise<number> {
-  const { rows, now } = await activeCronRows(db, n);
+  const { rows, now } = await store.active();
   let enqueued = 0;
   for (const r of rows) {
     const after = [r.last_fire_at, r.evaluate_from].filter(Boolean)
@@ -74,7 +71,7 @@ export async function evaluateCron(
       continue;
     }
     if (!plan) continue;
-    const ids = await fireCron(db, n, r.name, r.last_fire_at ?? null, plan.newest, plan.fires);
+    const ids = await store.fire(r.name, r.last_fire_at ?? null, plan.newest, plan.fires);
     enqueued += ids.length;
     if (ids.length && plan.late) {
       logger.info(
@@ -93,14 +90,14 @@ export async function evaluateCron(
  * The cron duty, run on every maintenance tick. The on-time window is the larger of 5 s and three
  * maintenance intervals, so ordinary tick jitter and a quick leader hand-over never coalesce fires.
  */
-export function cronDuty(db: Db, n: SchemaNames, maintenanceIntervalMs: number): Duty {
+export function cronDuty(store: CronStore, maintenanceIntervalMs: number): Duty {
   const lateToleranceMs = Math.max(5_000, 3 * maintenanceIntervalMs);
   const broken = new Set<string>();
   return {
     name: "cron",
     everyMs: 0,
     run: async (m) => {
-      await evaluateCron(db, n, lateToleranceMs, m.logger, broken);
+      await evaluateCron(store, lateToleranceMs, m.logger, broken);
     },
   };
 }

@@ -13,6 +13,7 @@ import { rescue } from "./rescue.ts";
 import { expireCallbacks } from "./callback_timeouts.ts";
 import { cleanup } from "./cleanup.ts";
 import { statistics } from "./statistics.ts";
+import { ring } from "./ring.ts";
 
 /** What duties get. */
 export interface MaintenanceContext {
@@ -21,6 +22,8 @@ export interface MaintenanceContext {
   on: WorkerEvents;
   rescueAfter: number;
   retention: Retention;
+  /** Queue storage: attempts running longer than this leave the ring. */
+  parkAfter: number;
 }
 
 /** A duty with its period. */
@@ -51,6 +54,7 @@ export class MaintenanceLoop {
       { name: "rescue", everyMs: intervalMs, run: rescue },
       { name: "cleanup", everyMs: 60_000, run: cleanup },
       { name: "statistics", everyMs: Math.max(intervalMs, 5_000), run: statistics },
+      { name: "ring", everyMs: Math.max(intervalMs, 1_000), run: ring },
       ...extraDuties,
     ];
   }

@@ -1,4 +1,7 @@
-/** The runtimes table: one row per worker process, heartbeated with its queues and readiness. */
+/**
+ * The runtimes table (svc schema, shared by both engines): one row per worker process, heartbeated
+ * with its queues, the engines it can execute, its readiness and its health report.
+ */
 import type { Db } from "../../db/connection.ts";
 import type { SchemaNames } from "../../db/names.ts";
 import type { RuntimeInfo } from "../../types.ts";
@@ -6,11 +9,11 @@ import type { RuntimeReport } from "../engine.ts";
 
 export async function upsertRuntime(db: Db, n: SchemaNames, r: RuntimeReport): Promise<void> {
   await db.query(
-    `insert into ${n.q}.runtimes (id, hostname, pid, queues, ready, leader, health)
-     values ($1, $2, $3, $4::text[], $5, $6, $7::text::jsonb)
-     on conflict (id) do update set queues = excluded.queues, ready = excluded.ready, leader = excluded.leader,
-        health = excluded.health, heartbeat_at = now()`,
-    [r.id, r.hostname, r.pid, r.queues, r.ready, r.leader, JSON.stringify(r.health)],
+    `insert into ${n.q}.runtimes (id, hostname, pid, queues, engines, ready, leader, health)
+     values ($1, $2, $3, $4::text[], coalesce($5::text[], '{canonical}'), $6, $7, $8::text::jsonb)
+     on conflict (id) do update set queues = excluded.queues, engines = excluded.engines, ready = excluded.ready,
+        leader = excluded.leader, health = excluded.health, heartbeat_at = now()`,
+    [r.id, r.hostname, r.pid, r.queues, r.engines ?? null, r.ready, r.leader, JSON.stringify(r.health)],
   );
 }
 
@@ -30,6 +33,7 @@ export async function listRuntimes(db: Db, n: SchemaNames, liveWithinMs: number)
     hostname: r.hostname,
     pid: Number(r.pid),
     queues: r.queues,
+    engines: r.engines ?? ["canonical"],
     ready: r.ready,
     leader: r.leader,
     startedAt: r.started_at,

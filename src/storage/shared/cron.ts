@@ -1,11 +1,12 @@
 /**
- * The SQL of the `cron_schedules` table: sync (upsert, never delete), list, pause/resume, remove, and
- * the leader's compare-and-swap fire. Jobs are inserted through the schema's `enqueue()` SQL function
- * (the SQL producer contract), so whichever storage engine is active receives them.
+ * The SQL of the `cron_schedules` table (in the svc schema, shared by both storage engines): sync
+ * (upsert, never delete), list, pause/resume, remove, and the leader's compare-and-swap fire. Jobs are
+ * inserted through the schema's `enqueue()` SQL function, which routes them to the engine the storage
+ * state names. `CronStore` binds them to a pool; every engine exposes one as `engine.cron`.
  */
-import type { Db, Row } from "../db/connection.ts";
-import type { SchemaNames } from "../db/names.ts";
-import type { NormalizedCron } from "./definition.ts";
+import type { Db, Row } from "../../db/connection.ts";
+import type { SchemaNames } from "../../db/names.ts";
+import type { NormalizedCron } from "../../cron/definition.ts";
 
 /** Rows with the database clock beside them. */
 export interface CronRows {
@@ -139,4 +140,30 @@ export async function fireCron(
 async function dbNow(db: Db): Promise<Date> {
   const [r] = await db.query(`select now() as now`);
   return r.now;
+}
+
+/** The cron table of one schema, bound to a pool. */
+export class CronStore {
+  constructor(private readonly db: Db, private readonly n: SchemaNames) {}
+  upsert(defs: NormalizedCron[], declaredBy: string): Promise<Row[]> {
+    return upsertCron(this.db, this.n, defs, declaredBy);
+  }
+  list(): Promise<CronRows> {
+    return listCronRows(this.db, this.n);
+  }
+  get(name: string): Promise<Row | null> {
+    return getCronRow(this.db, this.n, name);
+  }
+  setPaused(name: string, paused: boolean): Promise<Row | null> {
+    return setCronPaused(this.db, this.n, name, paused);
+  }
+  remove(name: string): Promise<boolean> {
+    return removeCronRow(this.db, this.n, name);
+  }
+  active(): Promise<CronRows> {
+    return activeCronRows(this.db, this.n);
+  }
+  fire(name: string, expected: Date | null, newest: Date, fireTimes: Date[]): Promise<number[]> {
+    return fireCron(this.db, this.n, name, expected, newest, fireTimes);
+  }
 }

@@ -1,18 +1,33 @@
-/** Callbacks: registration for the running attempt, reading, and resolution (complete/resume/fail/heartbeat). */
+/**
+ * Callbacks: registration for the running attempt, reading, and resolution (complete/resume/fail/
+ * heartbeat). Both engines keep callbacks in a table of the same shape and resolve them with SQL
+ * functions of the same signature; `CallbackSql` names them for one engine.
+ */
 import type { Db, Row } from "../../db/connection.ts";
-import type { SchemaNames } from "../../db/names.ts";
 import type { CallbackRecord, CallbackResolution } from "../engine.ts";
 import { ItemFailure } from "../../runtime/batcher.ts";
 
+/** Where one engine keeps its callbacks and how it resolves them (qualified SQL names). */
+export interface CallbackSql {
+  /** The callbacks table. */
+  table: string;
+  /** `(job bigint, lease int, timeout_ms bigint, kind text) returns uuid` */
+  register: string;
+  /** `(id uuid, action, payload jsonb, error, retryable, timeout_seconds) returns table(outcome, job_id, state, timeout_at)` */
+  resolveOne: string;
+  /** `(items json) returns table(ord, outcome, job_id, state, timeout_at)` */
+  resolveBatch: string;
+}
+
 export async function registerCallback(
   db: Db,
-  n: SchemaNames,
+  c: CallbackSql,
   id: number,
   lease: number,
   timeoutMs: number,
   kind: "in_process" | "http",
 ): Promise<string | null> {
-  const rows = await db.query(`select ${n.q}.register_callback($1, $2, $3, $4) as id`, [
+  const rows = await db.query(`select ${c.register}($1, $2, $3, $4) as id`, [
     id,
     lease,
     Math.max(1, Math.round(timeoutMs)),
@@ -21,7 +36,7 @@ export async function registerCallback(
   return rows[0].id ?? null;
 }
 
-function rowToCallback(r: Row): CallbackRecord {
+export function rowToCallback(r: Row): CallbackRecord {
   return {
     id: r.id,
     jobId: Number(r.job_id),
@@ -35,18 +50,18 @@ function rowToCallback(r: Row): CallbackRecord {
     deadlineAt: r.deadline_at,
     createdAt: r.created_at,
     resolvedAt: r.resolved_at ?? null,
+    rejectedCount: Number(r.rejected_count ?? 0),
+    lastRejection: r.last_rejection ?? null,
   };
 }
 
-export async function getCallback(db: Db, n: SchemaNames, id: string): Promise<CallbackRecord | null> {
-  const rows = await db.query(`select * from ${n.q}.callbacks where id = $1::uuid`, [id]);
+export async function getCallback(db: Db, c: CallbackSql, id: string): Promise<CallbackRecord | null> {
+  const rows = await db.query(`select * from ${c.table} where id = $1::uuid`, [id]);
   return rows.length ? rowToCallback(rows[0]) : null;
 }
 
-export async function listCallbacks(db: Db, n: SchemaNames, jobId: number): Promise<CallbackRecord[]> {
-  const rows = await db.query(`select * from ${n.q}.callbacks where job_id = $1 order by created_at`, [
-    jobId,
-  ]);
+export async function listCallbacks(db: Db, c: CallbackSql, jobId: number): Promise<CallbackRecord[]> {
+  const rows = await db.query(`select * from ${c.table} where job_id = $1 order by created_at`, [jobId]);
   return rows.map(rowToCallback);
 }
 
@@ -60,7 +75,7 @@ export interface ResolveRequest {
   timeoutSeconds?: number;
 }
 
-function rowToResolution(r: Row): CallbackResolution {
+export function rowToResolution(r: Row): CallbackResolution {
   return {
     outcome: r.outcome,
     jobId: r.job_id === null ? null : Number(r.job_id),
@@ -69,14 +84,14 @@ function rowToResolution(r: Row): CallbackResolution {
   };
 }
 
-/** Resolves one callback (`resolve_callback`). */
+/** Resolves one callback. */
 export async function resolveCallback(
   db: Db,
-  n: SchemaNames,
+  c: CallbackSql,
   q: ResolveRequest,
 ): Promise<CallbackResolution> {
   const rows = await db.query(
-    `select * from ${n.q}.resolve_callback($1::uuid, $2, $3::text::jsonb, $4, $5, $6)`,
+    `select * from ${c.resolveOne}($1::uuid, $2, $3::text::jsonb, $4, $5, $6)`,
     [
       q.id,
       q.action,
@@ -96,7 +111,7 @@ export async function resolveCallback(
  */
 export async function resolveCallbacks(
   db: Db,
-  n: SchemaNames,
+  c: CallbackSql,
   qs: ResolveRequest[],
 ): Promise<(CallbackResolution | ItemFailure)[]> {
   // Payloads can be up to 1 MiB each: statements carry at most BATCH_BYTES of them (or one item).
@@ -116,7 +131,7 @@ export async function resolveCallbacks(
     let end = start + 1;
     let bytes = encoded[start].length;
     while (end < qs.length && bytes + encoded[end].length <= BATCH_BYTES) bytes += encoded[end++].length;
-    await resolveChunk(db, n, qs, encoded, start, end, out);
+    await resolveChunk(db, c, qs, encoded, start, end, out);
     start = end;
   }
   return out;
@@ -128,7 +143,7 @@ const BATCH_BYTES = 4 * 1024 * 1024;
 /** Resolves `qs[start..end)` in one statement into `out`; if it fails as a whole, each item alone. */
 async function resolveChunk(
   db: Db,
-  n: SchemaNames,
+  c: CallbackSql,
   qs: ResolveRequest[],
   encoded: string[],
   start: number,
@@ -137,7 +152,7 @@ async function resolveChunk(
 ): Promise<void> {
   if (end - start > 1) {
     try {
-      const rows = await db.query(`select * from ${n.q}.resolve_callbacks($1::text::json)`, [
+      const rows = await db.query(`select * from ${c.resolveBatch}($1::text::json)`, [
         `[${encoded.slice(start, end).join(",")}]`,
       ]);
       for (const r of rows) out[Number(r.ord)] = rowToResolution(r);
@@ -146,6 +161,6 @@ async function resolveChunk(
       // a deadlock with another batch, or one item the database refuses: each alone below
     }
   }
-  const alone = await Promise.allSettled(qs.slice(start, end).map((q) => resolveCallback(db, n, q)));
+  const alone = await Promise.allSettled(qs.slice(start, end).map((q) => resolveCallback(db, c, q)));
   alone.forEach((r, i) => out[start + i] = r.status === "fulfilled" ? r.value : new ItemFailure(r.reason));
 }

@@ -1,0 +1,498 @@
+/**
+ * The `queue_storage` engine: append-only ring partitions for the hot path (ready, spent, closed), heap
+ * tables for the rare paths (deferred, parked, unique keys, callbacks) and a history partitioned by
+ * time. The SQL lives in the queue-storage schema's functions (migrations/0004_queue_storage.sql); this
+ * class binds them to a pool. docs/reference/storage.md explains the design.
+ *
+ * A claimed attempt is addressed in the ring by its ready row's key (slot, queue, priority, shard, seq):
+ * the engine keeps that locator for the attempts it claimed, so that their completions find their rows
+ * by primary key. Attempts it did not claim (callbacks resolved by another process) are found by job id.
+ *
+ * Runtimes are heartbeated as a whole (the runtimes row), not per attempt: the leader rescues the open
+ * attempts of a runtime that stopped heartbeating, so running jobs cost no write per heartbeat.
+ */
+import type { Db, Row } from "../../db/connection.ts";
+import type { QsNames, SchemaNames } from "../../db/names.ts";
+import type { Job, JobPage, JobState, ListJobsOptions, QueueInfo, RuntimeInfo } from "../../types.ts";
+import { JOB_STATES } from "../../types.ts";
+import type {
+  AttemptRef,
+  CallbackRecord,
+  CallbackResolution,
+  ClaimRequest,
+  Completion,
+  Failure,
+  JobFilter,
+  KindCounts,
+  MaintainedJob,
+  NewJob,
+  ParkRequest,
+  ResolveAction,
+  ResolveArgs,
+  Retention,
+  RingReport,
+  RuntimeReport,
+  StorageEngine,
+  StorageState,
+  ThroughputPoint,
+} from "../engine.ts";
+import { enqueueJson, newJob } from "../canonical/enqueue.ts";
+import { policiesJson } from "../canonical/claim.ts";
+import { DEADLINE_GRACE_MS } from "../canonical/maintenance.ts";
+import { queueDeclared, setQueuePaused } from "../shared/queues.ts";
+import {
+  type CallbackSql,
+  getCallback,
+  listCallbacks,
+  registerCallback,
+  resolveCallbacks,
+  type ResolveRequest,
+} from "../shared/callbacks.ts";
+import { deleteRuntime, listRuntimes, upsertRuntime } from "../shared/runtimes.ts";
+import { cancelJob, getJob, listJobs, retryJob } from "../shared/sql_api.ts";
+import { readStorageState } from "../shared/state.ts";
+import { CronStore } from "../shared/cron.ts";
+import { Batcher } from "../../runtime/batcher.ts";
+import { jobFromJson } from "../../wire.ts";
+
+/** Where a claimed attempt's ready row is. */
+interface Locator {
+  slot: number;
+  queue: string;
+  priority: number;
+  shard: number;
+  seq: number;
+}
+
+/** The sizing recorded at install. */
+export interface QsSizing {
+  slots: number;
+  rotationMs: number;
+}
+
+/** Counts at or above this are shown as lower bounds (`approximate`). */
+export const COUNT_CAP = 10_000;
+/** Jobs sampled for the counts per kind. */
+export const KIND_SAMPLE = 100_000;
+/** How long the leader waits for a slot's locks before it gives up until the next tick. */
+const PRUNE_LOCK_WAIT_MS = 50;
+/** How often the leader looks for open attempts of runtimes that have no row at all. */
+const UNKNOWN_SWEEP_MS = 60_000;
+/** How often the leader creates and drops history partitions. */
+const HISTORY_EVERY_MS = 60_000;
+
+/** The width of a history partition for a retention: a quarter of it, from 15 minutes to a day. */
+export function historyWidthMs(retentionMs: number): number {
+  return Math.min(86_400_000, Math.max(900_000, Math.round(retentionMs / 4)));
+}
+
+export class QueueStorageEngine implements StorageEngine {
+  readonly name = "queue_storage";
+  readonly cron: CronStore;
+  readonly callbackSql: CallbackSql;
+  private readonly q: string;
+  private readonly locators = new Map<string, Locator>();
+  private readonly parks: Batcher<ParkRequest, boolean>;
+  private readonly resolutions: Batcher<ResolveRequest, CallbackResolution>;
+  /** The leader's deadline scan resumes here (a margin before the previous scan's bound). */
+  private deadlineSince = new Date(0);
+  private lastUnknownSweep = 0;
+  private lastHistory = 0;
+
+  constructor(
+    private readonly db: Db,
+    private readonly n: SchemaNames,
+    readonly qs: QsNames,
+    private readonly sizing: QsSizing,
+    private readonly liveWithinMs = 90_000,
+  ) {
+    this.q = qs.q;
+    this.cron = new CronStore(db, n);
+    this.callbackSql = {
+      table: `${this.q}.callbacks`,
+      register: `${this.q}.register_callback`,
+      resolveOne: `${this.q}.resolve_callback`,
+      resolveBatch: `${this.q}.resolve_callbacks`,
+    };
+    this.parks = new Batcher(async (items) => {
+      const rows = await db.query(`select ${this.q}.park($1::text::jsonb) as id`, [
+        JSON.stringify(items.map((p) => ({ ...this.ref(p), callback_id: p.callbackId }))),
+      ]);
+      const parked = new Set(rows.map((r) => Number(r.id)));
+      return items.map((p) => parked.has(p.id));
+    });
+    this.resolutions = new Batcher((items) => resolveCallbacks(db, this.callbackSql, items));
+  }
+
+  /** An attempt with its locator when this engine claimed it. */
+  private ref(a: AttemptRef): Record<string, unknown> {
+    return { id: a.id, lease: a.lease, ...this.locators.get(`${a.id}:${a.lease}`) };
+  }
+
+  private forget(a: AttemptRef): void {
+    this.locators.delete(`${a.id}:${a.lease}`);
+  }
+
+  async enqueue(db: Db, jobs: NewJob[]): Promise<Job[]> {
+    if (jobs.length === 0) return [];
+    const rows = await db.query(`select * from ${this.q}.enqueue_jobs($1::text::jsonb)`, [enqueueJson(jobs)]);
+    rows.sort((a, b) => a.ord - b.ord);
+    return rows.map((r, i) => {
+      if (r.duplicate) return { ...jobFromJson(r.existing), duplicate: true };
+      return newJob(jobs[i], r);
+    });
+  }
+
+  async claim(req: ClaimRequest): Promise<Job[]> {
+    const rows = await this.db.query(
+      `select * from ${this.q}.claim($1, $2, $3, $4, $5::text::jsonb, $6::text::jsonb, $7)`,
+      [
+        req.queue,
+        req.limit,
+        req.free,
+        req.runtimeId,
+        policiesJson(req),
+        JSON.stringify(req.callbackTimeoutsMs),
+        Math.max(0, Math.round(req.prefetchTtlMs)),
+      ],
+    );
+    return rows.map((r) => {
+      const job = claimedJob(r);
+      this.locators.set(`${job.id}:${job.lease}`, {
+        slot: Number(r.slot),
+        queue: r.queue,
+        priority: Number(r.priority),
+        shard: Number(r.shard),
+        seq: Number(r.seq),
+      });
+      return job;
+    });
+  }
+
+  async recordStarts(items: AttemptRef[]): Promise<number[]> {
+    if (items.length === 0) return [];
+    const rows = await this.db.query(`select ${this.q}.record_starts($1::text::jsonb) as id`, [
+      JSON.stringify(items.map((i) => ({ id: i.id, lease: i.lease }))),
+    ]);
+    return rows.map((r) => Number(r.id));
+  }
+
+  /** Runs `close_attempts` for items with one action each; returns {job id: new state}. */
+  private async close(items: (AttemptRef & Record<string, unknown>)[]): Promise<Map<number, JobState>> {
+    if (items.length === 0) return new Map();
+    const rows = await this.db.query(`select * from ${this.q}.close_attempts($1::text::jsonb)`, [
+      JSON.stringify(items.map((it, ord) => ({ ...it, ...this.ref(it), ord }))),
+    ]);
+    items.forEach((it) => this.forget(it));
+    return new Map(rows.map((r) => [Number(r.job_id), r.state as JobState]));
+  }
+
+  async giveBack(items: AttemptRef[]): Promise<number[]> {
+    const done = await this.close(items.map((i) => ({ id: i.id, lease: i.lease, action: "give_back" })));
+    return [...done.keys()];
+  }
+
+  async complete(items: Completion[], keep: boolean): Promise<number[]> {
+    if (items.length === 0) return [];
+    const rows = await this.db.query(`select ${this.q}.complete($1::text::jsonb, $2) as id`, [
+      JSON.stringify(
+        items.map((c) => ({ ...this.ref(c), result: c.result === undefined ? null : c.result })),
+      ),
+      keep,
+    ]);
+    items.forEach((c) => this.forget(c));
+    return rows.map((r) => Number(r.id));
+  }
+
+  async fail(f: Failure): Promise<Job | null> {
+    const done = await this.close([{
+      id: f.id,
+      lease: f.lease,
+      action: "fail",
+      error: f.error,
+      terminal: f.terminal,
+      delay_ms: f.retryDelayMs === undefined ? null : Math.max(0, Math.round(f.retryDelayMs)),
+    }]);
+    if (!done.has(f.id)) return null;
+    return await this.getJob(f.id);
+  }
+
+  async snooze(id: number, lease: number, delayMs: number): Promise<boolean> {
+    const done = await this.close([{
+      id,
+      lease,
+      action: "snooze",
+      delay_ms: Math.max(0, Math.round(delayMs)),
+    }]);
+    return done.has(id);
+  }
+
+  heartbeat(): Promise<void> {
+    return Promise.resolve(); // the runtime's own heartbeat keeps its attempts alive
+  }
+
+  park(id: number, lease: number, callbackId: string): Promise<boolean> {
+    return this.parks.add({ id, lease, callbackId });
+  }
+
+  getJob(id: number): Promise<Job | null> {
+    return getJob(this.db, this.n, id);
+  }
+  listJobs(opts: ListJobsOptions): Promise<JobPage> {
+    return listJobs(this.db, this.n, opts);
+  }
+  cancel(id: number): Promise<Job> {
+    return cancelJob(this.db, this.n, id);
+  }
+  retry(id: number): Promise<Job> {
+    return retryJob(this.db, this.n, id);
+  }
+
+  private async bulk(filter: JobFilter, action: "cancel" | "retry", dryRun: boolean): Promise<number> {
+    const [r] = await this.db.query(`select ${this.q}.bulk($1::text::jsonb, $2, $3) as n`, [
+      JSON.stringify({ state: filter.state, kind: filter.kind, queue: filter.queue }),
+      action,
+      dryRun,
+    ]);
+    return Number(r.n);
+  }
+  bulkCancel(filter: JobFilter, opts: { dryRun?: boolean } = {}): Promise<number> {
+    return this.bulk(filter, "cancel", opts.dryRun ?? false);
+  }
+  bulkRetry(filter: JobFilter, opts: { dryRun?: boolean } = {}): Promise<number> {
+    return this.bulk(filter, "retry", opts.dryRun ?? false);
+  }
+
+  pauseQueue(name: string): Promise<void> {
+    return setQueuePaused(this.db, this.n, name, true);
+  }
+  resumeQueue(name: string): Promise<void> {
+    return setQueuePaused(this.db, this.n, name, false);
+  }
+  async queueKnown(name: string): Promise<boolean> {
+    if (await queueDeclared(this.db, this.n, name, this.liveWithinMs)) return true;
+    const [r] = await this.db.query(
+      `select exists (select 1 from ${this.q}.lanes where queue = $1)
+           or exists (select 1 from ${this.q}.deferred where queue = $1)
+           or exists (select 1 from ${this.q}.parked where queue = $1) as known`,
+      [name],
+    );
+    return r.known;
+  }
+
+  async listQueues(): Promise<QueueInfo[]> {
+    const [r] = await this.db.query(`select ${this.q}.queue_stats($1) as s`, [COUNT_CAP]);
+    return (r.s as Row[]).map((x) => ({
+      name: x.name,
+      paused: x.paused,
+      counts: Object.fromEntries(JOB_STATES.map((s) => [s, Number(x.counts[s] ?? 0)])) as Record<
+        JobState,
+        number
+      >,
+      approximate: x.approximate ?? [],
+      oldestAvailableAgeSeconds: x.oldest_available_age_seconds === null
+        ? null
+        : Number(x.oldest_available_age_seconds),
+    }));
+  }
+
+  async kindCounts(): Promise<KindCounts> {
+    const [r] = await this.db.query(`select ${this.q}.kind_counts($1) as k`, [KIND_SAMPLE]);
+    return {
+      approximate: r.k.approximate,
+      kinds: (r.k.kinds as Row[]).map((k) => ({
+        kind: k.kind,
+        counts: Object.fromEntries(JOB_STATES.map((s) => [s, Number(k.counts[s] ?? 0)])) as Record<
+          JobState,
+          number
+        >,
+      })),
+    };
+  }
+
+  async throughput(minutes: number): Promise<ThroughputPoint[]> {
+    const rows = await this.db.query(`select * from ${this.q}.throughput($1)`, [minutes]);
+    return rows.map((r) => ({ minute: r.minute, completed: Number(r.completed), failed: Number(r.failed) }));
+  }
+
+  registerCallback(
+    id: number,
+    lease: number,
+    timeoutMs: number,
+    kind: "in_process" | "http",
+  ): Promise<string | null> {
+    return registerCallback(this.db, this.callbackSql, id, lease, timeoutMs, kind);
+  }
+  getCallback(id: string): Promise<CallbackRecord | null> {
+    return getCallback(this.db, this.callbackSql, id);
+  }
+  listCallbacks(jobId: number): Promise<CallbackRecord[]> {
+    return listCallbacks(this.db, this.callbackSql, jobId);
+  }
+  resolveCallback(id: string, action: ResolveAction, args: ResolveArgs): Promise<CallbackResolution> {
+    return this.resolutions.add({ id, action, ...args });
+  }
+
+  async promote(): Promise<number> {
+    const [r] = await this.db.query(`select ${this.q}.promote() as n`);
+    return Number(r.n);
+  }
+
+  async rescue(rescueAfterMs: number): Promise<MaintainedJob[]> {
+    const now = Date.now();
+    const unknown = now - this.lastUnknownSweep >= UNKNOWN_SWEEP_MS;
+    if (unknown) this.lastUnknownSweep = now;
+    const since = this.deadlineSince;
+    const rows = await this.db.query(`select * from ${this.q}.rescue($1, $2, $3, $4)`, [
+      rescueAfterMs,
+      DEADLINE_GRACE_MS,
+      since.toISOString(),
+      unknown,
+    ]);
+    // Deadlines that passed before this scan's bound are done; keep a minute of overlap for attempts
+    // whose claim committed late.
+    this.deadlineSince = new Date(now - DEADLINE_GRACE_MS - 60_000);
+    return rows.map((r) => ({ id: Number(r.id), kind: r.kind, state: r.state, reason: r.reason }));
+  }
+
+  async expireCallbacks(): Promise<MaintainedJob[]> {
+    const rows = await this.db.query(`select * from ${this.q}.expire_callbacks()`);
+    return rows.map((r) => ({
+      id: Number(r.id),
+      kind: r.kind,
+      state: r.state,
+      reason: "callback timed out",
+      callbackId: r.callback_id,
+    }));
+  }
+
+  async cleanup(retention: Retention): Promise<number> {
+    const [c] = await this.db.query(`select ${this.q}.expire_history('completed', $1, $2) as n`, [
+      retention.completed,
+      PRUNE_LOCK_WAIT_MS,
+    ]);
+    const [f] = await this.db.query(`select ${this.q}.expire_history('failed', $1, $2) as n`, [
+      retention.failed,
+      PRUNE_LOCK_WAIT_MS,
+    ]);
+    // Callbacks of jobs that finished long ago: the longer retention keeps them as long as their job.
+    await this.db.query(
+      `delete from ${this.q}.callbacks where state <> 'pending'
+          and resolved_at < now() - $1::bigint * interval '1 millisecond'`,
+      [Math.max(retention.completed, retention.failed)],
+    );
+    return Number(c.n) + Number(f.n);
+  }
+
+  async refreshStatistics(): Promise<boolean> {
+    // Heap tables only: ring partitions are reclaimed by TRUNCATE and read by primary key.
+    const rows = await this.db.query(
+      `select c.oid::regclass::text as rel
+         from pg_class c join pg_namespace ns on ns.oid = c.relnamespace
+         left join pg_stat_user_tables s on s.relid = c.oid
+        where ns.nspname = $1 and c.relkind = 'r' and c.relname in ('deferred', 'parked', 'callbacks', 'unique_keys')
+          and coalesce(s.n_mod_since_analyze, 0) > greatest(1000, 2 * c.reltuples)`,
+      [this.qs.schema],
+    );
+    let analyzed = false;
+    for (const r of rows) {
+      try {
+        await this.db.begin(async (tx) => {
+          await tx.query(`select set_config('lock_timeout', '50ms', true)`);
+          await tx.query(`analyze ${r.rel}`);
+        });
+        analyzed = true;
+      } catch (e) {
+        if ((e as { code?: string }).code !== "55P03") throw e;
+      }
+    }
+    return analyzed;
+  }
+
+  async maintainRing(retention: Retention, parkAfterMs: number): Promise<RingReport> {
+    const report: RingReport = { rotated: null, pruned: {}, moved: 0 };
+    const [rot] = await this.db.query(`select ${this.q}.rotate($1) as slot`, [this.sizing.rotationMs]);
+    report.rotated = rot.slot === null ? null : Number(rot.slot);
+    // Sealed slots, oldest generation first.
+    const slots = await this.db.query(
+      `select slot, generation from (
+         select distinct on (slot) slot, generation from ${this.q}.ring_rotations order by slot, generation desc) s
+        where slot <> ${this.q}.current_slot()
+        order by generation`,
+    );
+    const empty = await this.db.query(
+      `select count(*) as n from generate_series(0, $1 - 1) s where ${this.q}.slot_empty(s::smallint)`,
+      [this.sizing.slots],
+    );
+    // Forward a paused backlog only when the ring is short of empty slots.
+    const forward = Number(empty[0].n) < 2;
+    for (const { slot } of slots) {
+      report.moved += Number(
+        (await this.db.query(`select ${this.q}.move_long_attempts($1, $2) as n`, [slot, parkAfterMs]))[0].n,
+      );
+      const [p] = await this.db.query(`select ${this.q}.prune($1, $2, $3) as outcome`, [
+        slot,
+        PRUNE_LOCK_WAIT_MS,
+        forward,
+      ]);
+      if (p.outcome !== "empty") report.pruned[String(slot)] = p.outcome;
+    }
+    if (Date.now() - this.lastHistory >= HISTORY_EVERY_MS) {
+      this.lastHistory = Date.now();
+      for (const [cls, ms] of [["completed", retention.completed], ["failed", retention.failed]] as const) {
+        await this.db.query(`select ${this.q}.ensure_history($1, $2, 3, $3)`, [
+          cls,
+          historyWidthMs(ms),
+          PRUNE_LOCK_WAIT_MS,
+        ]);
+      }
+    }
+    return report;
+  }
+
+  upsertRuntime(r: RuntimeReport): Promise<void> {
+    return upsertRuntime(this.db, this.n, r);
+  }
+  deleteRuntime(id: string): Promise<void> {
+    return deleteRuntime(this.db, this.n, id);
+  }
+  listRuntimes(liveWithinMs: number): Promise<RuntimeInfo[]> {
+    return listRuntimes(this.db, this.n, liveWithinMs);
+  }
+  storageState(): Promise<StorageState> {
+    return readStorageState(this.db, this.n);
+  }
+}
+
+/** A Job from a row of `claim()`. */
+function claimedJob(r: Row): Job {
+  const job: Job = {
+    id: Number(r.job_id),
+    kind: r.kind,
+    queue: r.queue,
+    args: r.args ?? {},
+    state: "running",
+    priority: Number(r.priority),
+    attempt: Number(r.attempt),
+    maxAttempts: Number(r.max_attempts),
+    effectiveMaxAttempts: r.effective_max_attempts === null ? null : Number(r.effective_max_attempts),
+    runAt: r.run_at,
+    createdAt: r.created_at,
+    attemptedAt: r.prefetched ? null : r.claimed_at,
+    finalizedAt: null,
+    heartbeatAt: r.claimed_at,
+    deadlineAt: r.deadline_at ?? null,
+    errors: r.errors ?? [],
+    tags: r.tags ?? [],
+    metadata: r.metadata ?? {},
+    result: null,
+    uniqueKey: r.unique_key ?? null,
+    callbackId: r.callback_id ?? null,
+    callbackTimeoutAt: r.callback_timeout_at ?? null,
+    lease: Number(r.lease),
+    attemptedBy: null,
+  };
+  if (r.trace_context) job.traceContext = r.trace_context;
+  if (r.prefetched) job.prefetched = true;
+  return job;
+}
