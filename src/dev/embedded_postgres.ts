@@ -32,6 +32,7 @@ import os from "node:os";
 import path from "node:path";
 import process from "node:process";
 import { lockDirectory } from "../runtime/runtime.ts";
+import denoJson from "../../deno.json" with { type: "json" };
 
 /** A failure of the embedded server that the user can fix; the message names the fix. */
 export class EmbeddedPostgresError extends Error {
@@ -63,13 +64,17 @@ export interface PlatformPackage {
 
 /**
  * Loads this platform's package: the first time, Deno (or npm) downloads it (about 25 MB). The
- * specifier is computed so that only this platform's package is fetched, never the others.
+ * specifier is computed so that only this platform's package is fetched, never the others. Under Deno
+ * it is the full `npm:` specifier pinned in deno.json, which resolves without an import map (as from
+ * the published package); elsewhere the package name.
  */
 export async function loadPlatformPackage(): Promise<PlatformPackage> {
   const name = platformPackageName();
+  const pinned = (denoJson.imports as Record<string, string>)[name];
+  const specifier = "Deno" in globalThis && pinned ? pinned : name;
   let mod: { postgres?: string };
   try {
-    mod = await import(name);
+    mod = await import(specifier);
   } catch (e) {
     throw new EmbeddedPostgresError(
       `cannot load the npm package ${name}, which holds the PostgreSQL binaries (${firstLine(e)}); ` +
