@@ -301,7 +301,7 @@ export async function startEmbeddedPostgres(o: EmbeddedPostgresOptions): Promise
         (bins.installed ? `, linked into ${label}/${path.basename(bins.dir)}` : "") + ` (${secs(t0)})`,
     );
 
-    await stopLeftover(data, log);
+    await stopLeftover(data, label, log);
     if (o.fresh && await exists(data)) {
       await fs.rm(data, { recursive: true, force: true });
       log(`--fresh: deleted the earlier data in ${label}/pg`);
@@ -396,9 +396,11 @@ async function initDataDir(bins: Binaries, data: string, user: OsUser | undefine
 
 /**
  * A leftover of a run that did not stop cleanly (kill -9): a server still running on this data
- * directory is stopped; a `postmaster.pid` naming a process that is not one is removed.
+ * directory is stopped; a `postmaster.pid` naming a process that is no PostgreSQL server (a pid reused
+ * after a reboot) is removed. A running postgres that cannot be shown to serve this directory is left
+ * alone, with an error: removing its `postmaster.pid` would let a second server onto the same data.
  */
-async function stopLeftover(data: string, log: (line: string) => void): Promise<void> {
+async function stopLeftover(data: string, label: string, log: (line: string) => void): Promise<void> {
   const pidFile = path.join(data, "postmaster.pid");
   let text: string;
   try {
@@ -407,18 +409,34 @@ async function stopLeftover(data: string, log: (line: string) => void): Promise<
     return;
   }
   const pid = Number(text.split("\n")[0]);
-  if (Number.isInteger(pid) && pid > 0 && alive(pid) && await isServerOf(pid, data)) {
-    const t0 = performance.now();
-    await signalAndWait(pid);
-    log(`stopped the PostgreSQL server (pid ${pid}) left running by an earlier run (${secs(t0)})`);
-  } else {
+  const who = Number.isInteger(pid) && pid > 0 && alive(pid) ? await processOf(pid, data) : "none";
+  if (who === "none" || who === "other") {
     await fs.rm(pidFile, { force: true });
     log(`removed the stale postmaster.pid of an earlier run that did not stop cleanly`);
+    return;
   }
+  if (who === "postgres") {
+    throw new EmbeddedPostgresError(
+      `${label}/pg/postmaster.pid names pid ${pid}, a running postgres that svc cannot tell apart from ` +
+        `this folder's server; stop it, then start again`,
+    );
+  }
+  const t0 = performance.now();
+  if (!(await signalAndWait(pid))) {
+    throw new EmbeddedPostgresError(
+      `the PostgreSQL server (pid ${pid}) left running by an earlier run cannot be stopped by this user; ` +
+        `stop it (kill -INT ${pid}), then start again`,
+    );
+  }
+  log(`stopped the PostgreSQL server (pid ${pid}) left running by an earlier run (${secs(t0)})`);
 }
 
-/** Whether process `pid` is a postgres server on `data` (its command line says so). */
-async function isServerOf(pid: number, data: string): Promise<boolean> {
+/**
+ * What process `pid` is: `ours` (a postgres server on `data`, by its command line or, on Linux, its
+ * working directory, which a server sets to its data directory), `postgres` (some other or unknown
+ * postgres process, or one that cannot be inspected), or `other`.
+ */
+async function processOf(pid: number, data: string): Promise<"ours" | "postgres" | "other"> {
   let argv: string[];
   try {
     if (os.platform() === "linux") {
@@ -427,9 +445,17 @@ async function isServerOf(pid: number, data: string): Promise<boolean> {
       argv = (await run("ps", ["-ww", "-o", "command=", "-p", String(pid)])).trim().split(/\s+/);
     }
   } catch {
-    return false;
+    return "postgres";
   }
-  return path.basename(argv[0] ?? "") === "postgres" && argv.includes(data);
+  if (path.basename(argv[0] ?? "") !== "postgres" && !/^postgres:/.test(argv[0] ?? "")) return "other";
+  if (argv.includes(data)) return "ours";
+  if (os.platform() === "linux") {
+    try {
+      const [cwd, dir] = await Promise.all([fs.realpath(`/proc/${pid}/cwd`), fs.realpath(data)]);
+      if (cwd === dir) return "ours";
+    } catch { /* not inspectable */ }
+  }
+  return "postgres";
 }
 
 function alive(pid: number): boolean {
@@ -441,20 +467,24 @@ function alive(pid: number): boolean {
   }
 }
 
-/** SIGINT (fast shutdown), then SIGQUIT (immediate), then SIGKILL, until `pid` is gone. */
-async function signalAndWait(pid: number): Promise<void> {
+/**
+ * SIGINT (fast shutdown), then SIGQUIT (immediate), then SIGKILL, until `pid` is gone; false when it
+ * cannot be signalled or does not go.
+ */
+async function signalAndWait(pid: number): Promise<boolean> {
   for (const [signal, ms] of [["SIGINT", 30_000], ["SIGQUIT", 5_000], ["SIGKILL", 5_000]] as const) {
     try {
       process.kill(pid, signal);
-    } catch {
-      return;
+    } catch (e) {
+      return (e as { code?: string }).code === "ESRCH";
     }
     const until = Date.now() + ms;
     while (Date.now() < until) {
-      if (!alive(pid)) return;
+      if (!alive(pid)) return true;
       await sleep(50);
     }
   }
+  return !alive(pid);
 }
 
 /** A server child process. */

@@ -4,11 +4,14 @@
  * - kill -9 of svc dev leaves its server running (in a session of its own); the next start stops that
  *   server and starts again on the same port and data;
  * - a stale `postmaster.pid` naming a live process that is not that server is removed;
+ * - one naming a running postgres process of another server is refused, and that process left alone;
  * - the last run's port taken by something else: a free port instead, said so; `--pg-port` on a
  *   taken port is refused naming the fix;
  * - an older PGlite data folder is named with what to do about it.
  */
 import assert from "node:assert/strict";
+import postgres from "postgres";
+import { DATABASE_URL } from "../helpers/db.ts";
 import { spawnDeno } from "../helpers/process.ts";
 import { svc } from "../helpers/cli.ts";
 import { answers, devTempDir, devUp, EMBEDDED } from "../helpers/dev.ts";
@@ -106,6 +109,31 @@ Deno.test("svc dev, embedded PostgreSQL: recovers after kill -9 (leftover server
           assert.equal((await next.proc.status).code, 0, next.proc.lines.join("\n"));
         } finally {
           await next.proc.kill();
+        }
+      },
+    );
+
+    await t.step(
+      "a postmaster.pid naming another server's running postgres process: refused, that process left alone",
+      async () => {
+        const other = postgres(DATABASE_URL, { max: 1, onnotice: () => {} });
+        try {
+          const [{ pid }] = await other`select pg_backend_pid() as pid`;
+          await Deno.writeTextFile(`${dataDir}/pg/postmaster.pid`, `${pid}\n/elsewhere\n0\n5432\n`);
+          const r = await svc(["dev", "--port", "0", "--data-dir", dataDir], EMBEDDED);
+          assert.equal(r.code, 1, r.stdout + r.stderr);
+          assert.match(
+            r.stderr,
+            new RegExp(
+              `^error: .*postmaster\\.pid names pid ${pid}, a running postgres .*; stop it, then start again$`,
+              "m",
+            ),
+          );
+          const [{ ok }] = await other`select 1 as ok`;
+          assert.equal(ok, 1, "the other server's session was not touched");
+        } finally {
+          await other.end();
+          await Deno.remove(`${dataDir}/pg/postmaster.pid`).catch(() => {});
         }
       },
     );
