@@ -11,7 +11,7 @@ import assert from "node:assert/strict";
 import { DATABASE_URL, dropSchema, freshSchema, waitFor } from "../helpers/db.ts";
 import { type Proc, spawnDeno } from "../helpers/process.ts";
 import { svc } from "../helpers/cli.ts";
-import { answers, type DevRun, devTempDir, devUp, EMBEDDED } from "../helpers/dev.ts";
+import { answers, type DevRun, devTempDir, devUp, EMBEDDED, stopLeftoverServer } from "../helpers/dev.ts";
 
 const ROOT = new URL("../..", import.meta.url).pathname;
 type Json = any;
@@ -187,6 +187,7 @@ Deno.test("svc dev, embedded PostgreSQL: examples complete, a second process use
       }
     });
   } finally {
+    await stopLeftoverServer(dataDir); // after a failure that killed svc dev
     await Deno.remove(dir, { recursive: true });
   }
 });

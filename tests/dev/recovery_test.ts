@@ -14,7 +14,7 @@ import postgres from "postgres";
 import { DATABASE_URL } from "../helpers/db.ts";
 import { spawnDeno } from "../helpers/process.ts";
 import { svc } from "../helpers/cli.ts";
-import { answers, devTempDir, devUp, EMBEDDED } from "../helpers/dev.ts";
+import { answers, devTempDir, devUp, EMBEDDED, stopLeftoverServer } from "../helpers/dev.ts";
 
 const CLI = new URL("../../cli.ts", import.meta.url).pathname;
 
@@ -175,14 +175,7 @@ Deno.test("svc dev, embedded PostgreSQL: recovers after kill -9 (leftover server
   } finally {
     sleeper.kill("SIGKILL");
     await sleeper.status;
-    // A failed step may leave a server behind: stop it before removing its folder.
-    try {
-      const pid = await postmasterPid(dataDir);
-      if (alive(pid)) {
-        Deno.kill(pid, "SIGQUIT");
-        await gone(pid);
-      }
-    } catch { /* none */ }
+    await stopLeftoverServer(dataDir); // a failed step may leave a server behind
     await Deno.remove(dir, { recursive: true });
   }
 });

@@ -47,3 +47,30 @@ export async function devTempDir(prefix: string): Promise<string> {
   await Deno.chmod(dir, 0o755);
   return dir;
 }
+
+/**
+ * Stops a server a killed `svc dev` left running on `dataDir` (after a failed test, before its folder
+ * is removed).
+ */
+export async function stopLeftoverServer(dataDir: string): Promise<void> {
+  let pid: number;
+  try {
+    pid = Number((await Deno.readTextFile(`${dataDir}/pg/postmaster.pid`)).split("\n")[0]);
+  } catch {
+    return;
+  }
+  const alive = () => {
+    try {
+      Deno.kill(pid, "SIGCONT"); // no effect: only whether the process exists
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  if (!(pid > 0) || !alive()) return;
+  try {
+    Deno.kill(pid, "SIGQUIT");
+  } catch { /* gone */ }
+  const until = Date.now() + 10_000;
+  while (alive() && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+}
