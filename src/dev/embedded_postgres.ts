@@ -102,7 +102,7 @@ export interface Binaries {
 
 /**
  * Links the package's binaries into `root/postgresql-<version>` (once; atomically, through a
- * temporary folder) and removes the folders of other versions.
+ * temporary folder).
  */
 export async function installBinaries(pkg: PlatformPackage, root: string): Promise<Binaries> {
   const dir = path.resolve(root, `postgresql-${pkg.version}`);
@@ -131,12 +131,16 @@ export async function installBinaries(pkg: PlatformPackage, root: string): Promi
       if (!(await exists(path.join(dir, "bin", "postgres")))) throw e;
     }
   }
+  return { dir, source, installed };
+}
+
+/** Removes the binaries of other versions (once no server of theirs runs). */
+async function removeOtherBinaries(root: string, keep: string): Promise<void> {
   for (const name of await fs.readdir(root)) {
-    if (/^postgresql-/.test(name) && path.resolve(root, name) !== dir && !name.includes(".partial-")) {
+    if (/^postgresql-/.test(name) && path.resolve(root, name) !== keep && !name.includes(".partial-")) {
       await fs.rm(path.join(root, name), { recursive: true, force: true });
     }
   }
-  return { dir, source, installed };
 }
 
 /** Hard-links (or copies) a folder tree; static libraries and pkg-config files are left out. */
@@ -302,6 +306,7 @@ export async function startEmbeddedPostgres(o: EmbeddedPostgresOptions): Promise
     );
 
     await stopLeftover(data, label, log);
+    await removeOtherBinaries(root, bins.dir);
     if (o.fresh && await exists(data)) {
       await fs.rm(data, { recursive: true, force: true });
       log(`--fresh: deleted the earlier data in ${label}/pg`);

@@ -7,7 +7,7 @@
  * - one naming a running postgres process of another server is refused, and that process left alone;
  * - the last run's port taken by something else: a free port instead, said so; `--pg-port` on a
  *   taken port is refused naming the fix;
- * - an older PGlite data folder is named with what to do about it.
+ * - an older PGlite data folder is named with what to do about it; older binaries are removed.
  */
 import assert from "node:assert/strict";
 import postgres from "postgres";
@@ -145,6 +145,8 @@ Deno.test("svc dev, embedded PostgreSQL: recovers after kill -9 (leftover server
         const taken = Deno.listen({ hostname: "127.0.0.1", port });
         await Deno.mkdir(`${dataDir}/pgdata`);
         await Deno.writeTextFile(`${dataDir}/pgdata/PG_VERSION`, "17\n");
+        // The binaries of an older package version, left from before an upgrade: removed at the start.
+        await Deno.mkdir(`${dataDir}/postgresql-18.0.0-old/bin`, { recursive: true });
         try {
           const refused = await svc(
             ["dev", "--port", "0", "--data-dir", dataDir, "--pg-port", String(port)],
@@ -162,6 +164,7 @@ Deno.test("svc dev, embedded PostgreSQL: recovers after kill -9 (leftover server
             assert.match(out, /pgdata holds the data of an earlier svc dev \(PGlite, in-process\)/);
             assert.notEqual(next.databaseUrl, url);
             assert.ok(await answers(next.databaseUrl!));
+            await assert.rejects(Deno.stat(`${dataDir}/postgresql-18.0.0-old`), "older binaries removed");
             next.proc.child.kill("SIGINT");
             assert.equal((await next.proc.status).code, 0, out);
           } finally {
