@@ -58,12 +58,12 @@ create table leadership (
 insert into leadership default values;
 
 -- RFC 3339 in UTC with milliseconds, exactly as JavaScript's Date.prototype.toISOString writes it.
-create function iso(t timestamptz) returns text language sql stable as $$
+create function iso(t timestamptz) returns text language sql stable set search_path from current as $$
   select to_char(t at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
 $$;
 
 -- A job as every JSON surface shows it (snake_case), from the jsonb of a row with the job columns.
-create function job_json(r jsonb) returns jsonb language sql stable as $$
+create function job_json(r jsonb) returns jsonb language sql stable set search_path from current as $$
   select jsonb_build_object(
     'id', r -> 'id', 'kind', r -> 'kind', 'queue', r -> 'queue', 'args', r -> 'args', 'state', r -> 'state',
     'priority', r -> 'priority', 'attempt', r -> 'attempt', 'max_attempts', r -> 'max_attempts',
@@ -80,7 +80,7 @@ create function job_json(r jsonb) returns jsonb language sql stable as $$
 $$;
 
 -- Raises one of the stable errors of the SQL API: SQLSTATE P0001, the code in HINT.
-create function raise_api(p_code text, p_message text) returns void language plpgsql as $$
+create function raise_api(p_code text, p_message text) returns void language plpgsql set search_path from current as $$
 begin
   raise exception using errcode = 'P0001', message = p_message, hint = p_code;
 end $$;
@@ -89,7 +89,7 @@ end $$;
 -- when given (null leaves a part out). args enter as jsonb text, so key order and spacing do not matter.
 create function unique_key(p_kind text, p_args jsonb, p_queue text, p_period_ms bigint,
                            p_run_at timestamptz default now())
-returns text language sql immutable as $$
+returns text language sql immutable set search_path from current as $$
   select encode(sha256(convert_to(
     'kind=' || p_kind
       || coalesce(E'\nqueue=' || p_queue, '')
@@ -100,7 +100,7 @@ $$;
 
 -- The key of an enqueue's opts: an explicit `unique_key`, or `unique` ({by_args, by_queue, period_ms}).
 create function opts_unique_key(p_kind text, p_args jsonb, p_queue text, p_run_at timestamptz, p_opts jsonb)
-returns text language plpgsql immutable as $$
+returns text language plpgsql immutable set search_path from current as $$
 declare
   u jsonb := p_opts -> 'unique';
 begin
@@ -119,14 +119,14 @@ begin
 end $$;
 
 -- Milliseconds of the default retry backoff (2^attempt s plus up to 25 % jitter, capped at 24 h).
-create function backoff_ms(attempt integer) returns bigint language sql volatile as $$
+create function backoff_ms(attempt integer) returns bigint language sql volatile set search_path from current as $$
   select round(least(power(2, least(attempt, 30))::float8, 86400) * (1 + random() * 0.25) * 1000)::bigint
 $$;
 
 -- Validates the options of enqueue (the SQL producer API) and fills the defaults; raises 22023 naming
 -- the problem. Returns {queue, priority, max_attempts, run_at, tags, metadata, unique_key, trace_context}.
 create function enqueue_input(p_kind text, p_args jsonb, p_opts jsonb) returns jsonb
-language plpgsql stable as $$
+language plpgsql stable set search_path from current as $$
 declare
   v_opts jsonb := coalesce(p_opts, '{}');
   v_queue text := coalesce(v_opts ->> 'queue', 'default');
@@ -233,11 +233,11 @@ create function canonical_get_job(p_id bigint) returns jsonb language sql stable
 $$;
 
 -- The keyset cursor of job listings: base64 of "id:<n>" (without padding).
-create function encode_job_cursor(p_id bigint) returns text language sql immutable as $$
+create function encode_job_cursor(p_id bigint) returns text language sql immutable set search_path from current as $$
   select rtrim(encode(convert_to('id:' || p_id, 'UTF8'), 'base64'), '=')
 $$;
 
-create function decode_job_cursor(p_cursor text) returns bigint language plpgsql immutable as $$
+create function decode_job_cursor(p_cursor text) returns bigint language plpgsql immutable set search_path from current as $$
 declare
   v text;
   m text[];
@@ -286,12 +286,12 @@ begin
   return array_to_string(w, ' and ');
 end $$;
 
-create function page_limit(p jsonb) returns integer language sql immutable as $$
+create function page_limit(p jsonb) returns integer language sql immutable set search_path from current as $$
   select least(greatest(coalesce((p ->> 'limit')::integer, 100), 1), 1000)
 $$;
 
 -- {jobs, next_cursor} from the job rows of a page query that fetched limit + 1 rows.
-create function job_page(p_rows jsonb[], p_limit integer) returns jsonb language sql stable as $$
+create function job_page(p_rows jsonb[], p_limit integer) returns jsonb language sql stable set search_path from current as $$
   select jsonb_build_object(
     'jobs', coalesce((select jsonb_agg(job_json(r) order by o) from unnest(p_rows[1:p_limit]) with ordinality as x(r, o)), '[]'),
     'next_cursor', case when cardinality(p_rows) > p_limit then encode_job_cursor((p_rows[p_limit] ->> 'id')::bigint) end)
@@ -779,7 +779,7 @@ create view {{qs}}.jobs as
 -- queues, storage_state, helpers) and name their own tables with the queue-storage schema.
 ------------------------------------------------------------------------------------------------------
 
-create function {{qs}}.current_slot() returns smallint language sql stable as $$
+create function {{qs}}.current_slot() returns smallint language sql stable set search_path from current as $$
   select slot from {{qs}}.ring_rotations order by generation desc limit 1
 $$;
 
@@ -821,7 +821,7 @@ begin
 end $$;
 
 -- The serialization of claims on one queue (also taken by the prune's forwarding of unclaimed rows).
-create function {{qs}}.claim_lock_key(p_queue text) returns bigint language sql immutable as $$
+create function {{qs}}.claim_lock_key(p_queue text) returns bigint language sql immutable set search_path from current as $$
   select hashtextextended({{qs_name}} || ':claim:' || p_queue, 0)
 $$;
 
@@ -1637,7 +1637,7 @@ begin
 end $$;
 
 -- Whether a ring slot holds no rows at all.
-create function {{qs}}.slot_empty(p_slot smallint) returns boolean language sql stable as $$
+create function {{qs}}.slot_empty(p_slot smallint) returns boolean language sql stable set search_path from current as $$
   select not exists (select 1 from {{qs}}.ready where slot = p_slot)
      and not exists (select 1 from {{qs}}.spent where slot = p_slot)
      and not exists (select 1 from {{qs}}.closed where slot = p_slot)
@@ -1707,7 +1707,7 @@ end $$;
 
 -- What still pins slot p_slot: open claims and unclaimed rows (0 and 0: it can be reclaimed).
 create function {{qs}}.slot_pins(p_slot smallint, out open_claims bigint, out unclaimed bigint)
-language sql stable as $$
+language sql stable set search_path from current as $$
   select (select count(*) from {{qs}}.spent where slot = p_slot and is_claim)
            - (select count(*) from {{qs}}.closed where slot = p_slot),
          (select count(*) from {{qs}}.ready where slot = p_slot)

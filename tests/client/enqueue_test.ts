@@ -1,12 +1,7 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
-import { DATABASE_URL, testClient } from "../helpers/db.ts";
+import { countJobs, DATABASE_URL, testClient } from "../helpers/db.ts";
 import { UniqueConflictError, ValidationError } from "../../mod.ts";
-
-async function countJobs(client: { sql: postgres.Sql; schema: string }): Promise<number> {
-  const [r] = await client.sql.unsafe(`select count(*)::int as n from "${client.schema}".jobs`);
-  return r.n;
-}
 
 Deno.test("enqueue: every invalid option gets a clear error and writes nothing", async () => {
   const { client, drop } = await testClient();

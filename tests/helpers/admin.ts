@@ -1,7 +1,9 @@
 /** Test helpers for `svc serve`: the admin server in-process over a fresh schema. */
 import type { Client } from "../../src/client/client.ts";
 import { type AdminServer, type AdminServerOptions, createAdminServer } from "../../src/http/server.ts";
-import { testClient } from "./db.ts";
+import assert from "node:assert/strict";
+import type { Job } from "../../src/types.ts";
+import { makeDue, TEST_ENGINE, testClient } from "./db.ts";
 
 /** An answer of the admin server. */
 export interface Answer {
@@ -68,19 +70,74 @@ export async function send(
   return { status: res.status, body: parsed, headers: res.headers, text };
 }
 
-/** Sets jobs' state directly (finalized now for terminal states), for tests that need every state. */
+/**
+ * Drives jobs to `completed` or `failed` through the storage engine, as workers would: each entry of
+ * `errors` becomes a failed attempt (retried at once), then the last attempt completes, or fails for good
+ * with the last error. Other jobs claimed on the way are given back untouched.
+ */
 export async function setState(
   client: Client,
   ids: number[],
-  state: string,
-  errors: unknown[] = [],
+  state: "completed" | "failed",
+  errors: { error: string; [k: string]: unknown }[] = [],
 ): Promise<void> {
+  for (const id of ids) {
+    const attempts = state === "failed" ? Math.max(errors.length, 1) : errors.length + 1;
+    for (let a = 1; a <= attempts; a++) {
+      const job = await claimById(client, id);
+      const last = a === attempts;
+      if (last && state === "completed") {
+        assert.deepEqual(await client.engine.complete([{ id, lease: job.lease, result: null }], true), [id]);
+      } else {
+        const error = errors[a - 1]?.error ?? "failed";
+        const after = await client.engine.fail({
+          id,
+          lease: job.lease,
+          error,
+          terminal: last,
+          retryDelayMs: 0,
+        });
+        assert.ok(after, `job ${id} could not be failed`);
+        if (!last) {
+          await makeDue(client, id);
+          await client.engine.promote();
+        }
+      }
+    }
+  }
+}
+
+/** Claims the job `id` (into the prefetch buffer, then started), giving back the others claimed with it. */
+async function claimById(client: Client, id: number): Promise<Job> {
+  const { queue } = (await client.getJob(id))!;
+  for (let i = 0; i < 1000; i++) {
+    const claimed = await client.engine.claim({
+      queue,
+      limit: 100,
+      free: 0,
+      runtimeId: "test-runtime",
+      policies: {},
+      callbackTimeoutsMs: {},
+      prefetchTtlMs: 60_000,
+    });
+    const mine = claimed.find((j) => j.id === id);
+    const others = claimed.filter((j) => j.id !== id);
+    if (others.length) await client.engine.giveBack(others);
+    if (mine) {
+      await client.engine.recordStarts([mine]);
+      return mine;
+    }
+    if (claimed.length === 0) throw new Error(`job ${id} is not available to claim`);
+  }
+  throw new Error(`job ${id} was never claimed`);
+}
+
+/** Moves a finished job's finalization time back by `interval` (SQL interval text), on either engine. */
+export async function backdateFinished(client: Client, id: number, interval: string): Promise<void> {
   await client.sql.unsafe(
-    `update ${client.names.q}.jobs set state = $2::text::${client.names.q}.job_state,
-        finalized_at = case when $2 in ('completed', 'failed', 'cancelled') then now() end,
-        attempt = case when $2 in ('completed', 'failed', 'running') then 1 else attempt end,
-        errors = $3::text::jsonb
-      where id = any($1::bigint[])`,
-    [ids, state, JSON.stringify(errors)],
+    TEST_ENGINE === "canonical"
+      ? `update ${client.names.q}.jobs set finalized_at = now() - $2::interval where id = $1`
+      : `update "${client.schema}_qs".history set finalized_at = now() - $2::interval where job_id = $1`,
+    [id, interval],
   );
 }

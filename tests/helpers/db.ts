@@ -94,3 +94,12 @@ export async function grantWorkerRole(client: Client, role: string): Promise<voi
     await client.sql.unsafe(`grant execute on all functions in schema "${s}" to ${role}`);
   }
 }
+
+/** Every job the schema holds, on both engines (queue storage's jobs view counts each job once). */
+export async function countJobs(client: Client, where = "true"): Promise<number> {
+  const [r] = await client.sql.unsafe(
+    `select (select count(*) from "${client.schema}".jobs where ${where})
+          + (select count(*) from "${client.schema}_qs".jobs where ${where}) as n`,
+  );
+  return Number(r.n);
+}

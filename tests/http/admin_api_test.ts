@@ -4,7 +4,8 @@
  */
 import assert from "node:assert/strict";
 import { JOB_STATES } from "../../src/types.ts";
-import { type AdminFixture, adminFixture, setState } from "../helpers/admin.ts";
+import { type AdminFixture, adminFixture, backdateFinished, setState } from "../helpers/admin.ts";
+import { TEST_ENGINE } from "../helpers/db.ts";
 import { pendingCallback } from "../helpers/http.ts";
 
 async function withApi(fn: (f: AdminFixture) => Promise<void>, opts = {}): Promise<void> {
@@ -25,6 +26,7 @@ const JOB_KEYS = [
   "priority",
   "attempt",
   "max_attempts",
+  "effective_max_attempts",
   "run_at",
   "created_at",
   "attempted_at",
@@ -39,6 +41,7 @@ const JOB_KEYS = [
   "callback_id",
   "callback_timeout_at",
   "attempted_by",
+  "lease",
 ];
 
 function assertError(a: { status: number; body: any }, status: number, code: string): void {
@@ -53,7 +56,7 @@ Deno.test("GET /api/capabilities: read_only false, the version and the storage e
   withApi(async ({ call }) => {
     const a = await call("GET", "/api/capabilities");
     assert.equal(a.status, 200);
-    assert.deepEqual(a.body, { read_only: false, version: a.body.version, storage: "canonical" });
+    assert.deepEqual(a.body, { read_only: false, version: a.body.version, storage: TEST_ENGINE });
     assert.match(a.body.version, /^\d+\.\d+\.\d+/);
     assert.match(a.headers.get("content-type")!, /^application\/json/);
   }));
@@ -73,11 +76,8 @@ Deno.test("GET /api/stats: counts of all 8 states, per queue, and 60 minutes of 
     await setState(client, [jobs[0].id, jobs[1].id], "completed");
     await setState(client, [jobs[3].id], "failed");
     // A job finalized two hours ago is outside the window.
-    await client.sql.unsafe(
-      `update ${client.names.q}.jobs set state = 'completed', finalized_at = now() - interval '2 hours'
-      where id = $1`,
-      [jobs[4].id],
-    );
+    await setState(client, [jobs[4].id], "completed");
+    await backdateFinished(client, jobs[4].id, "2 hours");
 
     const a = await call("GET", "/api/stats");
     assert.equal(a.status, 200);
@@ -115,7 +115,14 @@ Deno.test("GET /api/queues, POST pause and resume; invalid queue names are 400",
     assert.equal(list.status, 200);
     assert.equal(list.body.queues.length, 1);
     const q = list.body.queues[0];
-    assert.deepEqual(Object.keys(q).sort(), ["counts", "name", "oldest_available_age_seconds", "paused"]);
+    assert.deepEqual(Object.keys(q).sort(), [
+      "approximate",
+      "counts",
+      "name",
+      "oldest_available_age_seconds",
+      "paused",
+    ]);
+    assert.deepEqual(q.approximate, []);
     assert.equal(q.counts.available, 1);
     assert.equal(typeof q.oldest_available_age_seconds, "number");
 
@@ -308,7 +315,11 @@ Deno.test("GET /api/jobs/:id: the job with its errors and callbacks; 404 and 400
     ];
     await setState(client, [failed.id], "failed", errors);
     const f = await call("GET", `/api/jobs/${failed.id}`);
-    assert.deepEqual(f.body.job.errors, errors);
+    assert.deepEqual(
+      f.body.job.errors.map(({ at: _, ...e }: { at: string }) => e),
+      errors.map(({ at: _, ...e }) => e),
+    );
+    for (const e of f.body.job.errors) assert.match(e.at, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
     assert.deepEqual(f.body.callbacks, []);
 
     assertError(await call("GET", "/api/jobs/999999"), 404, "not_found");
@@ -379,7 +390,7 @@ Deno.test("POST /api/jobs/bulk-retry and bulk-cancel: counts by filter; bad filt
 
 Deno.test("GET /api/kinds: every kind with counts by state", () =>
   withApi(async ({ client, call }) => {
-    assert.deepEqual((await call("GET", "/api/kinds")).body, { kinds: [] });
+    assert.deepEqual((await call("GET", "/api/kinds")).body, { kinds: [], approximate: false });
     const jobs = await client.enqueueMany([{ kind: "b" }, { kind: "a" }, { kind: "a" }]);
     await setState(client, [jobs[1].id], "completed");
     const a = await call("GET", "/api/kinds");
@@ -477,6 +488,7 @@ Deno.test("GET /api/runtimes: live processes, their queues, readiness and the le
     assert.equal(a.status, 200);
     const [r1, r2] = a.body.runtimes;
     assert.deepEqual(Object.keys(r1).sort(), [
+      "engines",
       "heartbeat_at",
       "hostname",
       "id",
@@ -499,10 +511,14 @@ Deno.test("GET /api/runtimes: live processes, their queues, readiness and the le
   }));
 
 Deno.test("GET /api/storage: engine and transition state", () =>
-  withApi(async ({ call }) => {
+  withApi(async ({ call, schema }) => {
     const a = await call("GET", "/api/storage");
     assert.equal(a.status, 200);
-    assert.deepEqual(a.body, { engine: "canonical", transition: "canonical" });
+    assert.deepEqual(a.body, {
+      engine: TEST_ENGINE,
+      transition: TEST_ENGINE === "canonical" ? "canonical" : "active",
+      queue_storage_schema: `${schema}_qs`,
+    });
   }));
 
 Deno.test("unknown /api paths are 404 not_found, wrong methods 405 with Allow, never index.html", () =>
