@@ -103,3 +103,51 @@ export async function countJobs(client: Client, where = "true"): Promise<number>
   );
   return Number(r.n);
 }
+
+/** Every job of the schema (both engines) with its state and result, by id. */
+export async function jobRows(client: Client): Promise<{ id: number; state: string; result: unknown }[]> {
+  const rows = await client.sql.unsafe(
+    `select id, state::text as state, result from "${client.schema}".jobs
+     union all select id, state::text, result from "${client.schema}_qs".jobs order by id`,
+  );
+  return rows.map((r) => ({ id: Number(r.id), state: r.state, result: r.result }));
+}
+
+/** Sets a running attempt's hard deadline to `expr` (SQL, e.g. `now() - interval '1 second'`). */
+export async function setDeadline(client: Client, id: number, expr: string): Promise<void> {
+  await client.sql.unsafe(
+    TEST_ENGINE === "canonical"
+      ? `update "${client.schema}".jobs set deadline_at = ${expr} where id = ${id}`
+      : `update "${client.schema}_qs".spent set deadline_at = ${expr} where job_id = ${id} and is_claim`,
+  );
+}
+
+/** A runtime that heartbeats now (its attempts are not stale). */
+export async function liveRuntime(client: Client, id: string): Promise<void> {
+  await client.engine.upsertRuntime({
+    id,
+    hostname: "test",
+    pid: 1,
+    queues: [],
+    ready: true,
+    leader: false,
+    health: {},
+  });
+}
+
+/**
+ * Makes a runtime look dead: its row (queue storage rescues by runtime) and its attempts' heartbeats
+ * (canonical rescues by attempt) are 10 minutes old.
+ */
+export async function staleRuntime(client: Client, id: string): Promise<void> {
+  await liveRuntime(client, id);
+  await client.sql.unsafe(
+    `update "${client.schema}".runtimes set heartbeat_at = now() - interval '10 minutes' where id = $1`,
+    [id],
+  );
+  await client.sql.unsafe(
+    `update "${client.schema}".jobs set heartbeat_at = now() - interval '10 minutes'
+      where attempted_by = $1 and state = 'running'`,
+    [id],
+  );
+}

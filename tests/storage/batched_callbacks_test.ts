@@ -4,7 +4,7 @@
  */
 import { claim } from "../helpers/claim.ts";
 import assert from "node:assert/strict";
-import { withSchema } from "../helpers/db.ts";
+import { jobRows, withSchema } from "../helpers/db.ts";
 import type { Client } from "../../src/client/client.ts";
 
 /** Claims `count` HTTP jobs so that each gets a registered callback; returns [jobId, lease, callbackId]. */
@@ -23,7 +23,7 @@ async function parkedWithCallbacks(client: Client, count: number) {
 }
 
 Deno.test("parks sent together are written together and each gets its own answer", () =>
-  withSchema(async (client, schema, sql) => {
+  withSchema(async (client) => {
     const jobs = await claimWithCallbacks(client, 20);
     // Job 0's callback is resolved before its park: that park must do nothing.
     await client.completeExternal(jobs[0].callbackId, { early: true });
@@ -32,7 +32,7 @@ Deno.test("parks sent together are written together and each gets its own answer
       jobs.map((j, i) => client.engine.park(j.id, i === 1 ? j.lease + 1 : j.lease, j.callbackId)),
     );
     assert.deepEqual(parked, jobs.map((_, i) => i > 1));
-    const rows = await sql.unsafe(`select id, state from "${schema}".jobs order by id`);
+    const rows = await jobRows(client);
     assert.deepEqual(rows.map((r) => r.state), [
       "completed",
       "running",
@@ -62,9 +62,7 @@ Deno.test("callback resolutions sent together: each is resolved as if alone, dup
     assert.ok(v[11].timeoutAt instanceof Date && +v[11].timeoutAt > Date.now() + 100_000);
     assert.equal(v[12].outcome, "not_found");
     assert.deepEqual([v[13].outcome, v[13].state], ["ok", "completed"]);
-    const rows = await sql.unsafe(
-      `select id, state, result, result is null as sql_null from "${schema}".jobs order by id`,
-    );
+    const rows = await jobRows(client);
     assert.deepEqual(rows.slice(0, 8).map((r) => r.result), [0, 1, 2, 3, 4, 5, 6, 7].map((n) => ({ n })));
     assert.deepEqual(rows.slice(8).map((r) => r.state), [
       "failed",
@@ -72,11 +70,12 @@ Deno.test("callback resolutions sent together: each is resolved as if alone, dup
       "waiting_external",
       "completed",
     ]);
-    assert.equal(rows[11].sql_null, false, "a JSON null payload is stored as JSON null");
+    const [stored] = await sql.unsafe(`select ${schema}.get_job($1) -> 'result' as r`, [rows[11].id]);
+    assert.equal(JSON.stringify(stored.r), "null", "a JSON null payload is stored as JSON null");
   }));
 
 Deno.test("a resolution the database refuses fails alone; the others in its batch are resolved", () =>
-  withSchema(async (client, schema, sql) => {
+  withSchema(async (client) => {
     const jobs = await parkedWithCallbacks(client, 3);
     const e = client.engine;
     const results = await Promise.allSettled([
@@ -88,24 +87,24 @@ Deno.test("a resolution the database refuses fails alone; the others in its batc
     assert.equal(results[1].status, "rejected");
     assert.match(String((results[1] as PromiseRejectedResult).reason), /unknown action/);
     assert.equal(results[2].status, "fulfilled");
-    const rows = await sql.unsafe(`select state from "${schema}".jobs order by id`);
+    const rows = await jobRows(client);
     assert.deepEqual(rows.map((r) => r.state), ["completed", "waiting_external", "completed"]);
   }));
 
 Deno.test("large payloads resolved together are split across statements and each lands on its own job", () =>
-  withSchema(async (client, schema, sql) => {
+  withSchema(async (client) => {
     const jobs = await parkedWithCallbacks(client, 10);
     const big = (i: number) => ({ i, blob: String.fromCharCode(97 + i).repeat(1024 * 1024 - 32) });
     const results = await Promise.all(
       jobs.map((j, i) => client.engine.resolveCallback(j.callbackId, "complete", { payload: big(i) })),
     );
     assert.deepEqual(results.map((r) => [r.outcome, r.jobId]), jobs.map((j) => ["ok", j.id]));
-    const rows = await sql.unsafe(
-      `select id, (result->>'i')::int as i, length(result->>'blob') as len, left(result->>'blob', 1) as c
-         from "${schema}".jobs order by id`,
-    );
+    const rows = await jobRows(client);
     assert.deepEqual(
-      rows.map((r) => [Number(r.id), r.i, r.len, r.c]),
+      rows.map((r) => {
+        const p = r.result as { i: number; blob: string };
+        return [r.id, p.i, p.blob.length, p.blob[0]];
+      }),
       jobs.map((j, i) => [j.id, i, 1024 * 1024 - 32, String.fromCharCode(97 + i)]),
     );
   }));

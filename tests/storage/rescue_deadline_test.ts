@@ -5,27 +5,20 @@
  */
 import { claim } from "../helpers/claim.ts";
 import assert from "node:assert/strict";
-import { withSchema } from "../helpers/db.ts";
+import { liveRuntime, setDeadline, staleRuntime, withSchema } from "../helpers/db.ts";
 import { DEADLINE_GRACE_MS } from "../../src/storage/canonical/maintenance.ts";
 
 Deno.test("rescue: a passed deadline waits out the grace, then the attempt is retried with 'deadline exceeded'", () =>
-  withSchema(async (client, schema, sql) => {
+  withSchema(async (client) => {
     const [a, b, c] = await client.enqueueMany([{ kind: "k" }, { kind: "k" }, { kind: "k" }]);
-    const claimed = await claim(client, "default", 3, "rt", { k: 60_000 });
-    assert.equal(claimed.length, 3);
-    // a: deadline passed just now (within the grace); b: passed longer ago than the grace; c: heartbeat stale.
-    await sql.unsafe(
-      `update "${schema}".jobs set deadline_at = now() - interval '10 milliseconds' where id = $1`,
-      [a.id],
-    );
-    await sql.unsafe(
-      `update "${schema}".jobs set deadline_at = now() - ($2::bigint + 500) * interval '1 millisecond' where id = $1`,
-      [b.id, DEADLINE_GRACE_MS],
-    );
-    await sql.unsafe(
-      `update "${schema}".jobs set heartbeat_at = now() - interval '10 minutes' where id = $1`,
-      [c.id],
-    );
+    await liveRuntime(client, "rt");
+    const claimed = await claim(client, "default", 2, "rt", { k: 60_000 });
+    assert.deepEqual(claimed.map((j) => j.id), [a.id, b.id]);
+    assert.equal((await claim(client, "default", 1, "rt-dead", { k: 60_000 }))[0].id, c.id);
+    // a: deadline passed just now (within the grace); b: passed longer ago than the grace; c: its runtime died.
+    await setDeadline(client, a.id, "now() - interval '10 milliseconds'");
+    await setDeadline(client, b.id, `now() - (${DEADLINE_GRACE_MS} + 500) * interval '1 millisecond'`);
+    await staleRuntime(client, "rt-dead");
 
     const rescued = await client.engine.rescue(90_000);
     assert.deepEqual(
