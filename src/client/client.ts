@@ -23,6 +23,7 @@ import { InvalidStateError, JobNotFoundError, UniqueConflictError, ValidationErr
 import { normalizeEnqueue, validateQueueName } from "./enqueue_input.ts";
 import { type CallbackResult, resolveExternal } from "./external.ts";
 import { env } from "../runtime/runtime.ts";
+import { checkJobCursor, checkText } from "../validation.ts";
 import { type CronMethods, cronMethods } from "./cron.ts";
 
 /** Options of `createClient`. */
@@ -165,7 +166,7 @@ export function createClient(opts: ClientOptions = {}): Client {
         })
       ),
     getJob: (id) => engine.getJob(checkId(id)),
-    listJobs: (o = {}) => engine.listJobs(o),
+    listJobs: async (o = {}) => await engine.listJobs(checkFilter(o)),
     async cancel(id) {
       const job = await engine.cancel(checkId(id));
       if (job) return job;
@@ -182,8 +183,8 @@ export function createClient(opts: ClientOptions = {}): Client {
         `job ${id} is ${cur.state}: only a completed, failed or cancelled job can be retried`,
       );
     },
-    bulkCancel: (f) => engine.bulkCancel(f),
-    bulkRetry: (f) => engine.bulkRetry(f),
+    bulkCancel: async (f) => await engine.bulkCancel(checkFilter(f)),
+    bulkRetry: async (f) => await engine.bulkRetry(checkFilter(f)),
     pauseQueue: (name) => engine.pauseQueue(validateQueueName(name)),
     resumeQueue: (name) => engine.resumeQueue(validateQueueName(name)),
     listQueues: () => engine.listQueues(),
@@ -218,6 +219,15 @@ function checkId(id: number): number {
     throw new ValidationError(`job id must be a positive integer, got ${id}`);
   }
   return id;
+}
+
+/** Refuses filter text PostgreSQL cannot take (NUL, lone surrogates) and cursors no page gave. */
+function checkFilter<T extends JobFilter & { tag?: string; q?: string; cursor?: string }>(f: T): T {
+  for (const k of ["kind", "queue", "tag", "q"] as const) {
+    if (typeof f[k] === "string") checkText(k, f[k]);
+  }
+  if (f.cursor !== undefined) checkJobCursor(f.cursor);
+  return f;
 }
 
 /** The `svc health --json` object, answered from the database alone. */
