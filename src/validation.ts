@@ -44,9 +44,14 @@ export function checkText(what: string, s: string): string {
  * Why well-formed JSON text cannot be stored or would change on the way in, or null: a string or key
  * with NUL or a lone surrogate (escaped or raw), nesting deeper than {@link MAX_JSON_DEPTH}, and, with
  * `exactNumbers`, a number that is not exactly what a double reads back. The text must already have
- * passed `JSON.parse` (or come from `JSON.stringify`).
+ * passed `JSON.parse` (or come from `JSON.stringify`). `maxDepth` (default {@link MAX_JSON_DEPTH}) is
+ * one more for a request body whose fields hold the values (its own object is one level).
  */
-export function jsonTextProblem(text: string, opts: { exactNumbers?: boolean } = {}): string | null {
+export function jsonTextProblem(
+  text: string,
+  opts: { exactNumbers?: boolean; maxDepth?: number } = {},
+): string | null {
+  const maxDepth = opts.maxDepth ?? MAX_JSON_DEPTH;
   let depth = 0;
   const n = text.length;
   for (let i = 0; i < n; i++) {
@@ -82,7 +87,7 @@ export function jsonTextProblem(text: string, opts: { exactNumbers?: boolean } =
         return `a string contains a lone surrogate (\\u${hex4(high)}), which is not Unicode text`;
       }
     } else if (c === 0x5b || c === 0x7b) {
-      if (++depth > MAX_JSON_DEPTH) return `JSON is nested deeper than ${MAX_JSON_DEPTH} levels`;
+      if (++depth > maxDepth) return `JSON is nested deeper than ${MAX_JSON_DEPTH} levels`;
     } else if (c === 0x5d || c === 0x7d) {
       depth--;
     } else if (opts.exactNumbers && (c === 0x2d || (c >= 0x30 && c <= 0x39))) {
@@ -126,15 +131,20 @@ export function exactDouble(token: string): boolean {
 /** Why JSON text from outside cannot be taken (syntax, or {@link jsonTextProblem} with exact numbers). */
 export type JsonInput = { ok: true; value: unknown } | { ok: false; syntax: boolean; problem: string };
 
-/** Parses JSON text that arrived from outside (an HTTP body, a CLI argument) under the rules above. */
-export function parseJsonInput(text: string): JsonInput {
+/**
+ * Parses JSON text that arrived from outside (an HTTP body, a CLI argument) under the rules above.
+ * `envelope`: the text is an object whose fields hold the values (a request body), so it may be one
+ * level deeper than a value.
+ */
+export function parseJsonInput(text: string, opts: { envelope?: boolean } = {}): JsonInput {
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch (e) {
-    return { ok: false, syntax: true, problem: `not JSON (${(e as Error).message})` };
+    return { ok: false, syntax: true, problem: `not valid JSON (${(e as Error).message})` };
   }
-  const problem = jsonTextProblem(text, { exactNumbers: true });
+  const maxDepth = MAX_JSON_DEPTH + (opts.envelope ? 1 : 0);
+  const problem = jsonTextProblem(text, { exactNumbers: true, maxDepth });
   return problem ? { ok: false, syntax: false, problem } : { ok: true, value };
 }
 

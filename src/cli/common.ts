@@ -6,6 +6,7 @@ import { type Command, InvalidArgumentError } from "commander";
 import { type Client, createClient } from "../client/client.ts";
 import { env } from "../runtime/runtime.ts";
 import { CronNotFoundError, JobNotFoundError, SvcError } from "../errors.ts";
+import { parseJsonInput, parseRfc3339 } from "../validation.ts";
 
 /** A failure the user can fix; printed as `error: <message>`, exit 1. */
 export class CliError extends Error {
@@ -103,36 +104,36 @@ export function intArg(name: string, min: number, max: number): (v: string) => n
   };
 }
 
-/** An argument parser for a JSON object (`--args '{"to":"a@example.com"}'`). */
+/**
+ * An argument parser for a JSON object (`--args '{"to":"a@example.com"}'`), under the input rules of
+ * the HTTP API: nothing PostgreSQL cannot store, no number a double would change.
+ */
 export function jsonObjectArg(name: string): (v: string) => Record<string, unknown> {
   return (v) => {
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(v);
-    } catch (e) {
+    const parsed = parseJsonInput(v);
+    if (!parsed.ok) {
       throw new InvalidArgumentError(
-        `${name} is not valid JSON (${
-          (e as Error).message
-        }); pass an object such as '{"to":"a@example.com"}'`,
+        parsed.syntax
+          ? `${name} is ${parsed.problem}; pass an object such as '{"to":"a@example.com"}'`
+          : `${name}: ${parsed.problem}`,
       );
     }
-    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+    const o = parsed.value;
+    if (typeof o !== "object" || o === null || Array.isArray(o)) {
       throw new InvalidArgumentError(`${name} must be a JSON object such as '{"to":"a@example.com"}'`);
     }
-    return parsed as Record<string, unknown>;
+    return o as Record<string, unknown>;
   };
 }
 
-/** An argument parser for an RFC 3339 time with a zone (`2026-12-01T09:00:00Z`). */
+/** An argument parser for an RFC 3339 time with a zone (`2026-12-01T09:00:00Z`) of a day that exists. */
 export function timeArg(name: string): (v: string) => Date {
   return (v) => {
-    const d = new Date(v);
-    if (
-      !/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/i.test(v) ||
-      Number.isNaN(d.getTime())
-    ) {
+    const d = parseRfc3339(v);
+    if (d === null) {
       throw new InvalidArgumentError(
-        `${name} must be an RFC 3339 time with a zone, e.g. 2026-12-01T09:00:00Z`,
+        `${name} must be an RFC 3339 time with a zone of a day that exists (years 0001 to 9999), ` +
+          "e.g. 2026-12-01T09:00:00Z",
       );
     }
     return d;

@@ -3,7 +3,8 @@
  * `{prefix}/{callback_id}/complete|fail|heartbeat`, as a fetch handler that `Deno.serve`, Hono or any
  * Web-standard server can mount. `svc callbacks serve` and `svc serve` both use it, so they answer alike.
  *
- * Checks, in order: read-only 503, signature 401, callback id 400, body over 1 MiB 413, body 400,
+ * Checks, in order: read-only 503, signature 401, callback id 400, body over 1 MiB 413, body 400 (not
+ * JSON, a field of the wrong type, or JSON that cannot be stored as sent: see `src/validation.ts`),
  * unknown callback 404, not pending 409, then 200 with `{job_id, callback_id, state}`.
  */
 import type { Client } from "../client/client.ts";
@@ -18,6 +19,7 @@ import {
 import { SIGNATURE_HEADER, verify } from "../contract/signature.ts";
 import { ValidationError } from "../errors.ts";
 import type { Logger } from "../types.ts";
+import { parseJsonInput } from "../validation.ts";
 import { errorResponse, HttpError, json } from "./errors.ts";
 
 /** Largest request body accepted, in bytes (1 MiB). */
@@ -211,11 +213,13 @@ function parseBody(action: CallbackAction, bytes: Uint8Array): Body {
   }
   let v: unknown = {};
   if (text.trim() !== "" || action !== "complete") {
-    try {
-      v = JSON.parse(text);
-    } catch {
-      throw bad("body is not JSON");
+    // What PostgreSQL cannot store (NUL, lone surrogates, deep nesting) or a double would change is
+    // refused here, before the lookup: it never reaches SQL, so it never fails a shared batch.
+    const parsed = parseJsonInput(text, { envelope: true });
+    if (!parsed.ok) {
+      throw bad(parsed.syntax ? "body is not JSON" : `body cannot be stored: ${parsed.problem}`);
     }
+    v = parsed.value;
   }
   if (typeof v !== "object" || v === null || Array.isArray(v)) throw bad("body must be a JSON object");
   const o = v as Record<string, unknown>;

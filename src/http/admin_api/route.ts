@@ -6,6 +6,7 @@
 import type { Client } from "../../client/client.ts";
 import type { CallbackRouter } from "../callback_router.ts";
 import { HttpError } from "../errors.ts";
+import { parseJsonInput, parseRfc3339, textProblem } from "../../validation.ts";
 
 /** The subset of JSON Schema the routes use (enough for validation and for OpenAPI 3.1). */
 export interface Schema {
@@ -160,6 +161,8 @@ export function parseParam(p: Param, raw: string | undefined): string | number |
     checkValue(p.name, v, s);
     return v;
   }
+  const problem = textProblem(raw);
+  if (problem) throw invalid(`${p.name} ${problem}`);
   checkValue(p.name, raw, s);
   return raw;
 }
@@ -211,6 +214,8 @@ export function checkValue(at: string, v: unknown, s: Schema): void {
     }
   }
   if (typeof v === "string") {
+    const problem = textProblem(v);
+    if (problem) throw invalid(`${at} ${problem}`);
     if (s.minLength !== undefined && v.length < s.minLength) {
       throw invalid(`${at} must be at least ${s.minLength} character${s.minLength === 1 ? "" : "s"}`);
     }
@@ -220,7 +225,7 @@ export function checkValue(at: string, v: unknown, s: Schema): void {
     if (s.pattern !== undefined && !new RegExp(s.pattern).test(v)) {
       throw invalid(`${at} must match ${s.pattern}, got ${JSON.stringify(v)}`);
     }
-    if (s.format === "date-time" && !isRfc3339(v)) {
+    if (s.format === "date-time" && parseRfc3339(v) === null) {
       throw invalid(`${at} must be an RFC 3339 time such as 2026-12-01T09:00:00Z, got ${JSON.stringify(v)}`);
     }
   }
@@ -243,28 +248,28 @@ function article(t: string): string {
   return t === "null" ? "null" : /^[aeiou]/.test(t) ? `an ${t}` : `a ${t}`;
 }
 
-/** RFC 3339 date-time with a zone (`Z` or an offset). */
-export function isRfc3339(s: string): boolean {
-  return /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/.test(s) &&
-    !Number.isNaN(Date.parse(s));
-}
-
 /** Largest admin request body accepted (bulk filters and enqueues are small). */
 export const MAX_BODY_BYTES = 1024 * 1024;
 
-/** Reads a JSON object body. An empty body counts as `{}`. */
+/**
+ * Reads a JSON object body. An empty body counts as `{}`. JSON that PostgreSQL cannot store or that a
+ * double would change is refused (`src/validation.ts`).
+ */
 export async function readJsonObject(req: Request): Promise<Record<string, unknown>> {
   const declared = Number(req.headers.get("content-length") ?? "0");
   if (declared > MAX_BODY_BYTES) throw invalid(`request body is larger than ${MAX_BODY_BYTES} bytes`);
   const text = await req.text();
   if (text.length > MAX_BODY_BYTES) throw invalid(`request body is larger than ${MAX_BODY_BYTES} bytes`);
   if (text.trim() === "") return {};
-  let v: unknown;
-  try {
-    v = JSON.parse(text);
-  } catch {
-    throw invalid("request body is not JSON: send a JSON object with Content-Type: application/json");
+  const parsed = parseJsonInput(text, { envelope: true });
+  if (!parsed.ok) {
+    throw invalid(
+      parsed.syntax
+        ? "request body is not JSON: send a JSON object with Content-Type: application/json"
+        : `request body cannot be taken: ${parsed.problem}`,
+    );
   }
+  const v = parsed.value;
   if (!typeMatches("object", v)) throw invalid(`request body must be a JSON object, got ${typeName(v)}`);
   return v as Record<string, unknown>;
 }
