@@ -152,9 +152,12 @@ function checkAuth(auth: CallbackAuth | undefined): CallbackAuth {
   );
 }
 
-/** `/{id}/{action}` → its parts; anything else (missing, extra or empty segments, unknown action) → null. */
+/**
+ * `/{id}/{action}` (a trailing slash is ignored) → its parts; anything else (missing, extra or empty
+ * segments, unknown action) → null.
+ */
 function matchRoute(rest: string): { callbackId: string; action: CallbackAction } | null {
-  const parts = rest.split("/");
+  const parts = (rest.endsWith("/") ? rest.slice(0, -1) : rest).split("/");
   if (parts.length !== 3 || parts[0] !== "" || parts[1] === "") return null;
   const action = parts[2] as CallbackAction;
   if (!CALLBACK_ACTIONS.includes(action)) return null;

@@ -64,7 +64,7 @@ export function createAdminServer(client: Client, opts: AdminServerOptions): Adm
   const assets = new UiAssets(opts.uiDistUrl);
   const matchers = ADMIN_ROUTES.map((r) => ({ route: r, re: pathRegExp(r.path) }));
 
-  const app = new Hono();
+  const app = new Hono({ strict: false }); // a trailing slash on a route is ignored
 
   app.use("/api/*", async (c, next) => {
     const started = performance.now();

@@ -550,3 +550,26 @@ Deno.test("mutations are logged one line each (method, path, status, ms); reads 
     await f.drop();
   }
 });
+
+Deno.test("a trailing slash on a REST route is ignored (routes, 405s and the callback receiver alike)", () =>
+  withApi(async ({ client, call }) => {
+    const created = await call("POST", "/api/jobs/", { kind: "slash" });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    const list = await call("GET", "/api/jobs/?kind=slash");
+    assert.equal(list.status, 200, JSON.stringify(list.body));
+    assert.equal(list.body.jobs.length, 1);
+    const one = await call("GET", `/api/jobs/${created.body.job.id}/`);
+    assert.equal(one.status, 200);
+    assert.equal(one.body.job.id, created.body.job.id);
+    assert.equal((await call("GET", "/api/capabilities/")).status, 200);
+    assert.equal(
+      (await call("POST", `/api/jobs/${created.body.job.id}/cancel/`)).body.job.state,
+      "cancelled",
+    );
+    assertError(await call("DELETE", "/api/jobs/"), 405, "method_not_allowed");
+    assertError(await call("GET", "/api/nope/"), 404, "not_found");
+    const { callbackId } = await pendingCallback(client);
+    const cb = await call("POST", `/api/callbacks/${callbackId}/complete/`, { payload: 1 });
+    assert.equal(cb.status, 200, JSON.stringify(cb.body));
+    assert.equal(cb.body.state, "completed");
+  }));

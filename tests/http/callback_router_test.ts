@@ -335,8 +335,8 @@ Deno.test("only the three POST routes: 404 not_found for other paths, 405 for ot
         "/api/callbacks/",
         `/api/callbacks/${id}`,
         `/api/callbacks/${id}/resume`,
-        `/api/callbacks/${id}/complete/`,
         `/api/callbacks/${id}/complete/extra`,
+        `/api/callbacks/${id}/complete//`,
         `/api/callbacks//complete`,
         `/index.html`,
       ]
@@ -362,6 +362,10 @@ Deno.test("only the three POST routes: 404 not_found for other paths, 405 for ot
     }
     const r = await post(url(id), {}, { ...signed(id), origin: "https://evil.example" });
     for (const [h] of r.headers) assert.ok(!h.startsWith("access-control-"), `no CORS header ${h}`);
+    // A trailing slash is ignored: the route answers (here: unknown callback).
+    const slash = await post(`${url(id)}/`, {}, signed(id));
+    assert.equal(slash.status, 404);
+    assert.equal(slash.body.code, "callback_not_found");
   });
 });
 
