@@ -27,6 +27,7 @@ export { silentLogger } from "./src/worker/logger.ts";
 export {
   CallbackNotFoundError,
   CallbackNotPendingError,
+  ConnectTimeoutError,
   CronNotFoundError,
   InvalidStateError,
   JobNotFoundError,

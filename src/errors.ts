@@ -82,6 +82,23 @@ export class CallbackNotPendingError extends SvcError {
   }
 }
 
+/**
+ * No PostgreSQL answered within the connect deadline: the address refused, stayed silent, or answered
+ * but is not PostgreSQL (postgres.js would retry such an address forever).
+ */
+export class ConnectTimeoutError extends SvcError {
+  constructor(readonly target: string, readonly timeoutMs: number, fix: string) {
+    super(
+      `no PostgreSQL answered at ${target} within ${
+        timeoutMs / 1000
+      } s (the address refused, stayed silent, ` +
+        `or answered but is not PostgreSQL); check ${fix}`,
+      "connect_timeout",
+    );
+    this.name = "ConnectTimeoutError";
+  }
+}
+
 /** The database schema is older than this binary expects. */
 export class SchemaOutdatedError extends SvcError {
   constructor(current: number | null, expected: number) {

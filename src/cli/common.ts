@@ -4,6 +4,7 @@
  */
 import { type Command, InvalidArgumentError } from "commander";
 import { type Client, createClient } from "../client/client.ts";
+import { connectWithin, poolTarget } from "../db/connection.ts";
 import { env } from "../runtime/runtime.ts";
 import { CronNotFoundError, JobNotFoundError, SvcError } from "../errors.ts";
 import { parseJsonInput, parseRfc3339 } from "../validation.ts";
@@ -23,11 +24,44 @@ export class UsageError extends CliError {
   }
 }
 
+/** Default `--connect-timeout`, in seconds. */
+export const DEFAULT_CONNECT_TIMEOUT = 5;
+
+/** The `--connect-timeout` option (no commander default: the program's value must not be shadowed). */
+export function connectTimeoutOption(cmd: Command): Command {
+  return cmd.option(
+    "--connect-timeout <seconds>",
+    `give up when no PostgreSQL has answered after this long (1 to 300; default ${DEFAULT_CONNECT_TIMEOUT})`,
+    intArg("--connect-timeout", 1, 300),
+  );
+}
+
 /** Adds the shared connection options to a command. */
 export function withDb(cmd: Command): Command {
-  return cmd
-    .option("--database-url <url>", "PostgreSQL URL (default: env DATABASE_URL)")
-    .option("--schema <name>", "Postgres schema of svc (default: svc, or env SERVICE_SCHEMA)");
+  return connectTimeoutOption(
+    cmd
+      .option("--database-url <url>", "PostgreSQL URL (default: env DATABASE_URL)")
+      .option("--schema <name>", "Postgres schema of svc (default: svc, or env SERVICE_SCHEMA)"),
+  );
+}
+
+/** `--connect-timeout` of the command or the program, in seconds. */
+export function connectTimeoutOf(cmd: Command): number {
+  return cmd.optsWithGlobals().connectTimeout ?? DEFAULT_CONNECT_TIMEOUT;
+}
+
+/**
+ * Opens the client's first connection within `--connect-timeout`: an address that answers but is not
+ * PostgreSQL would otherwise keep a command waiting for ever. A refused or failed connection throws as
+ * the driver reports it; the deadline throws a ConnectTimeoutError naming the fix.
+ */
+export async function connectCli(client: Client, cmd: Command): Promise<void> {
+  await connectWithin(client.db.query("select 1"), {
+    timeoutMs: connectTimeoutOf(cmd) * 1000,
+    target: poolTarget(client.sql),
+    fix: "--database-url / DATABASE_URL and that PostgreSQL is running there (or raise --connect-timeout)",
+    end: () => client.sql.end({ timeout: 0 }),
+  });
 }
 
 /** The database URL from the command, the program, or DATABASE_URL. */
@@ -39,14 +73,17 @@ export function databaseUrl(cmd: Command): string {
   return url;
 }
 
-/** A one-connection client for an operator command (contract section 8). */
-export function cliClient(cmd: Command, connectTimeout = 5): Client {
+/**
+ * A one-connection client for an operator command (contract section 8). The driver's own connect
+ * timeout is a second longer than `--connect-timeout`, so that the deadline of `connectCli` speaks first.
+ */
+export function cliClient(cmd: Command): Client {
   const o = cmd.optsWithGlobals();
   return createClient({
     databaseUrl: databaseUrl(cmd),
     schema: o.schema ?? env("SERVICE_SCHEMA"),
     maxConnections: 1,
-    connectTimeout,
+    connectTimeout: connectTimeoutOf(cmd) + 1,
   });
 }
 
@@ -54,6 +91,7 @@ export function cliClient(cmd: Command, connectTimeout = 5): Client {
 export async function withClient<T>(cmd: Command, fn: (c: Client) => Promise<T>): Promise<T> {
   const client = cliClient(cmd);
   try {
+    await connectCli(client, cmd);
     return await fn(client);
   } catch (e) {
     throw toCliError(e);
@@ -73,9 +111,15 @@ export function toCliError(e: unknown): CliError {
   const err = e as { code?: string; message?: string; errno?: string };
   const msg = String(err?.message ?? e).split("\n")[0];
   if (
-    ["ECONNREFUSED", "CONNECT_TIMEOUT", "ENOTFOUND", "EHOSTUNREACH", "CONNECTION_CLOSED"].includes(
-      err?.code ?? "",
-    ) ||
+    [
+      "ECONNREFUSED",
+      "CONNECT_TIMEOUT",
+      "ENOTFOUND",
+      "EHOSTUNREACH",
+      "CONNECTION_CLOSED",
+      "EPIPE",
+      "ECONNRESET",
+    ].includes(err?.code ?? "") ||
     /connect|ECONNREFUSED|timeout/i.test(msg)
   ) {
     return new CliError(
@@ -168,7 +212,7 @@ export function poolSizeOption(v: string, what = "--pool-max"): number {
 
 /**
  * The pool of a serving command (`serve`, `callbacks serve`): `--pool-max`, else SERVICE_POOL_MAX,
- * else 10 connections, with a 5 s connect timeout.
+ * else 10 connections; open its first connection with `connectCli`.
  */
 export function servingClient(cmd: Command, poolMax: number | undefined): Client {
   let size = poolMax;
@@ -183,6 +227,6 @@ export function servingClient(cmd: Command, poolMax: number | undefined): Client
     databaseUrl: databaseUrl(cmd),
     schema: cmd.optsWithGlobals().schema ?? env("SERVICE_SCHEMA"),
     maxConnections: size,
-    connectTimeout: 5,
+    connectTimeout: connectTimeoutOf(cmd) + 1,
   });
 }

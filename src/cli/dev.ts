@@ -7,7 +7,7 @@
 import { Command } from "commander";
 import { startDev } from "../dev/dev.ts";
 import { env, eprintln, exit, onShutdownSignal } from "../runtime/runtime.ts";
-import { intArg, toCliError, UsageError, withDb } from "./common.ts";
+import { connectTimeoutOf, intArg, toCliError, UsageError, withDb } from "./common.ts";
 
 /** A database URL without its password, for printing. */
 function shownUrl(url: string): string {
@@ -56,6 +56,7 @@ export function devCommand(): Command {
           fresh: o.fresh === true,
           port: o.port,
           everyMs: o.every * 1000,
+          connectTimeout: connectTimeoutOf(cmd) * 1000,
         });
       } catch (e) {
         throw toCliError(e);

@@ -11,6 +11,7 @@ import { serveUntilSignal as listenUntilSignal } from "./listen.ts";
 import { callbackAuth } from "./callbacks.ts";
 import {
   CliError,
+  connectCli,
   DEFAULT_POOL_MAX,
   poolSizeOption,
   servingClient,
@@ -84,6 +85,9 @@ export function serveCommand(): Command {
       const auth = callbackAuth(o.callbackHmacSecret ?? env("SERVICE_CALLBACK_HMAC_SECRET"), true);
       const client = servingClient(cmd, o.poolMax);
       try {
+        await connectCli(client, cmd).catch((e) => {
+          throw toCliError(e);
+        });
         await checkSchema(client);
         await serveUntilSignal(client, {
           host: o.host,

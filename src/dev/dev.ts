@@ -5,6 +5,7 @@
  * cron schedule, and a trickle of example jobs. `stop` undoes all of it in order.
  */
 import { type Client, createClient } from "../client/client.ts";
+import { connectWithin, poolTarget } from "../db/connection.ts";
 import type { Driver } from "../db/driver.ts";
 import { createAdminServer } from "../http/server.ts";
 import { type HttpServer, serveHttp } from "../runtime/runtime.ts";
@@ -35,6 +36,8 @@ export interface DevOptions {
   everyMs?: number;
   /** Where the progress lines go (default console). */
   log?: (line: string) => void;
+  /** Deadline of the first connection to `databaseUrl`, in ms (default 5 000). */
+  connectTimeout?: number;
 }
 
 /** A running `svc dev`. */
@@ -98,6 +101,15 @@ export async function startDev(o: DevOptions = {}): Promise<Dev> {
         : { databaseUrl: o.databaseUrl, schema: o.schema, maxConnections: 5 },
     );
     undo.push(() => client.close());
+    if (!driver) {
+      await connectWithin(client.db.query("select 1"), {
+        timeoutMs: o.connectTimeout ?? 5_000,
+        target: poolTarget(client.sql),
+        fix:
+          "--database-url / DATABASE_URL and that PostgreSQL is running there (or raise --connect-timeout)",
+        end: () => client.sql.end({ timeout: 0 }),
+      });
+    }
     const m = await client.migrate();
     if (m.applied.length) log(`svc dev: schema ${client.schema} migrated to version ${m.to}`);
 
