@@ -31,6 +31,7 @@ export {
   CronNotFoundError,
   InvalidStateError,
   JobNotFoundError,
+  QueueNotFoundError,
   SchemaOutdatedError,
   snooze,
   SvcError,

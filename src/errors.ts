@@ -62,6 +62,19 @@ export class CronNotFoundError extends SvcError {
   }
 }
 
+/** No queue of that name: no `queues` row, no job, and no live runtime serving it. */
+export class QueueNotFoundError extends SvcError {
+  constructor(readonly queue: string) {
+    super(
+      `queue ${
+        JSON.stringify(queue)
+      } not found: it has no jobs, was never paused, and no live worker serves it`,
+      "not_found",
+    );
+    this.name = "QueueNotFoundError";
+  }
+}
+
 /** No callback with that id. */
 export class CallbackNotFoundError extends SvcError {
   constructor(id: string) {

@@ -11,7 +11,15 @@ import { SchemaOutdatedError } from "../errors.ts";
 import { type CallbackAuth, createCallbackRouter } from "../http/callback_router.ts";
 import { errorResponse } from "../http/errors.ts";
 import { env, eprintln } from "../runtime/runtime.ts";
-import { CliError, connectCli, poolSizeOption, servingClient, toCliError, withDb } from "./common.ts";
+import {
+  CliError,
+  connectCli,
+  poolSizeOption,
+  servingClient,
+  toCliError,
+  UsageError,
+  withDb,
+} from "./common.ts";
 import { serveUntilSignal } from "./listen.ts";
 
 function intOption(name: string, min: number, max: number) {
@@ -30,7 +38,7 @@ export function callbackAuth(secretHex: string | undefined, allowUnsigned: boole
     try {
       return { kind: "signed", secret: parseSecret(secretHex) };
     } catch (e) {
-      throw new CliError(`--callback-hmac-secret / SERVICE_CALLBACK_HMAC_SECRET: ${(e as Error).message}`);
+      throw new UsageError(`--callback-hmac-secret / SERVICE_CALLBACK_HMAC_SECRET: ${(e as Error).message}`);
     }
   }
   if (allowUnsigned) return { kind: "unsigned" };

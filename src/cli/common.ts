@@ -6,8 +6,11 @@ import { type Command, InvalidArgumentError } from "commander";
 import { type Client, createClient } from "../client/client.ts";
 import { connectWithin, poolTarget } from "../db/connection.ts";
 import { env } from "../runtime/runtime.ts";
-import { CronNotFoundError, JobNotFoundError, SvcError } from "../errors.ts";
-import { parseJsonInput, parseRfc3339 } from "../validation.ts";
+import { CronNotFoundError, JobNotFoundError, QueueNotFoundError, SvcError } from "../errors.ts";
+import { checkJobCursor, parseJsonInput, parseRfc3339 } from "../validation.ts";
+import { validateQueueName } from "../client/enqueue_input.ts";
+import { validateCronName } from "../cron/definition.ts";
+import { schemaNames } from "../db/names.ts";
 
 /** A failure the user can fix; printed as `error: <message>`, exit 1. */
 export class CliError extends Error {
@@ -36,13 +39,63 @@ export function connectTimeoutOption(cmd: Command): Command {
   );
 }
 
+/** Wraps a check that throws into a commander parser: a bad value is a usage error (exit 2). */
+export function argParser<T>(check: (v: string) => T): (v: string) => T {
+  return (v) => {
+    try {
+      return check(v);
+    } catch (e) {
+      throw new InvalidArgumentError((e as Error).message);
+    }
+  };
+}
+
+/** A PostgreSQL URL (`postgres://` or `postgresql://`); the message never repeats it (it may hold a password). */
+function checkDatabaseUrl(v: string, what = "--database-url"): string {
+  let protocol = "";
+  try {
+    protocol = new URL(v).protocol;
+  } catch { /* not a URL */ }
+  if (protocol !== "postgres:" && protocol !== "postgresql:") {
+    throw new Error(`${what} must be a PostgreSQL URL such as postgres://user@host:5432/db`);
+  }
+  return v;
+}
+
+/** Parsers of option values that the CLI shares (each bad value exits 2). */
+export const queueArg: (v: string) => string = argParser(validateQueueName);
+export const cronNameArg: (v: string) => string = argParser(validateCronName);
+export const cursorArg: (v: string) => string = argParser(checkJobCursor);
+export const schemaArg: (v: string) => string = argParser((v) => schemaNames(v).schema);
+export const databaseUrlArg: (v: string) => string = argParser((v) => checkDatabaseUrl(v));
+export const kindArg: (v: string) => string = argParser((v) => {
+  if (v.length < 1 || v.length > 255) throw new Error("kind must be 1 to 255 characters");
+  return v;
+});
+
+/** The `--database-url` and `--schema` options (of the program, and of each command that connects). */
+export function dbOptions(cmd: Command): Command {
+  return cmd
+    .option("--database-url <url>", "PostgreSQL URL (default: env DATABASE_URL)", databaseUrlArg)
+    .option("--schema <name>", "Postgres schema of svc (default: svc, or env SERVICE_SCHEMA)", schemaArg);
+}
+
 /** Adds the shared connection options to a command. */
 export function withDb(cmd: Command): Command {
-  return connectTimeoutOption(
-    cmd
-      .option("--database-url <url>", "PostgreSQL URL (default: env DATABASE_URL)")
-      .option("--schema <name>", "Postgres schema of svc (default: svc, or env SERVICE_SCHEMA)"),
-  );
+  return connectTimeoutOption(dbOptions(cmd));
+}
+
+/** `--schema` of the command or the program, else SERVICE_SCHEMA (a bad one is a usage error), else undefined. */
+export function schemaOf(cmd: Command): string | undefined {
+  const flag = cmd.optsWithGlobals().schema;
+  if (flag !== undefined) return flag;
+  const v = env("SERVICE_SCHEMA");
+  if (v === undefined) return undefined;
+  try {
+    return schemaNames(v).schema;
+  } catch (e) {
+    throw new UsageError(`SERVICE_SCHEMA: ${(e as Error).message}`);
+  }
 }
 
 /** `--connect-timeout` of the command or the program, in seconds. */
@@ -66,11 +119,17 @@ export async function connectCli(client: Client, cmd: Command): Promise<void> {
 
 /** The database URL from the command, the program, or DATABASE_URL. */
 export function databaseUrl(cmd: Command): string {
-  const url = cmd.optsWithGlobals().databaseUrl ?? env("DATABASE_URL");
+  const flag = cmd.optsWithGlobals().databaseUrl;
+  if (flag) return flag;
+  const url = env("DATABASE_URL");
   if (!url) {
     throw new UsageError("no database: pass --database-url postgres://user@host:5432/db or set DATABASE_URL");
   }
-  return url;
+  try {
+    return checkDatabaseUrl(url, "DATABASE_URL");
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
 }
 
 /**
@@ -78,10 +137,9 @@ export function databaseUrl(cmd: Command): string {
  * timeout is a second longer than `--connect-timeout`, so that the deadline of `connectCli` speaks first.
  */
 export function cliClient(cmd: Command): Client {
-  const o = cmd.optsWithGlobals();
   return createClient({
     databaseUrl: databaseUrl(cmd),
-    schema: o.schema ?? env("SERVICE_SCHEMA"),
+    schema: schemaOf(cmd),
     maxConnections: 1,
     connectTimeout: connectTimeoutOf(cmd) + 1,
   });
@@ -104,6 +162,11 @@ export async function withClient<T>(cmd: Command, fn: (c: Client) => Promise<T>)
 export function toCliError(e: unknown): CliError {
   if (e instanceof CliError) return e;
   if (e instanceof JobNotFoundError) return new CliError(`${e.message}; check the id with \`svc job list\``);
+  if (e instanceof QueueNotFoundError) {
+    return new CliError(
+      `${e.message}; check the name with \`svc queue list\`, or pass --create to act on it ahead of its first job`,
+    );
+  }
   if (e instanceof CronNotFoundError) {
     return new CliError(`${e.message}; list the schedules with \`svc cron list\``);
   }
@@ -225,7 +288,7 @@ export function servingClient(cmd: Command, poolMax: number | undefined): Client
   }
   return createClient({
     databaseUrl: databaseUrl(cmd),
-    schema: cmd.optsWithGlobals().schema ?? env("SERVICE_SCHEMA"),
+    schema: schemaOf(cmd),
     maxConnections: size,
     connectTimeout: connectTimeoutOf(cmd) + 1,
   });

@@ -7,7 +7,7 @@
 import { Command } from "commander";
 import { startDev } from "../dev/dev.ts";
 import { env, eprintln, exit, onShutdownSignal } from "../runtime/runtime.ts";
-import { connectTimeoutOf, intArg, toCliError, UsageError, withDb } from "./common.ts";
+import { connectTimeoutOf, intArg, schemaOf, toCliError, UsageError, withDb } from "./common.ts";
 
 /** A database URL without its password, for printing. */
 function shownUrl(url: string): string {
@@ -51,7 +51,7 @@ export function devCommand(): Command {
       try {
         dev = await startDev({
           databaseUrl,
-          schema: g.schema ?? env("SERVICE_SCHEMA"),
+          schema: schemaOf(cmd),
           dataDir: o.dataDir,
           fresh: o.fresh === true,
           port: o.port,

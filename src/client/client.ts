@@ -19,7 +19,13 @@ import type {
   QueueInfo,
   RuntimeInfo,
 } from "../types.ts";
-import { InvalidStateError, JobNotFoundError, UniqueConflictError, ValidationError } from "../errors.ts";
+import {
+  InvalidStateError,
+  JobNotFoundError,
+  QueueNotFoundError,
+  UniqueConflictError,
+  ValidationError,
+} from "../errors.ts";
 import { normalizeEnqueue, validateQueueName } from "./enqueue_input.ts";
 import { type CallbackResult, resolveExternal } from "./external.ts";
 import { env } from "../runtime/runtime.ts";
@@ -79,8 +85,13 @@ export interface Client extends CronMethods {
   retry(id: number): Promise<Job>;
   bulkCancel(filter: JobFilter): Promise<number>;
   bulkRetry(filter: JobFilter): Promise<number>;
-  pauseQueue(name: string): Promise<void>;
-  resumeQueue(name: string): Promise<void>;
+  /**
+   * Pauses a queue: workers stop claiming its jobs. An unknown queue (no jobs, never paused, no live
+   * worker serving it) is refused with a QueueNotFoundError unless `create` (pausing ahead of its jobs).
+   */
+  pauseQueue(name: string, opts?: { create?: boolean }): Promise<void>;
+  /** Resumes a queue; an unknown one is refused like `pauseQueue`'s unless `create`. */
+  resumeQueue(name: string, opts?: { create?: boolean }): Promise<void>;
   listQueues(): Promise<QueueInfo[]>;
   listRuntimes(): Promise<RuntimeInfo[]>;
   getCallback(id: string): Promise<CallbackRecord | null>;
@@ -123,6 +134,14 @@ export function createClient(opts: ClientOptions = {}): Client {
       }
     });
     return jobs;
+  };
+
+  const knownQueue = async (name: string, create = false): Promise<string> => {
+    validateQueueName(name);
+    if (!create && !(await engine.queueKnown(name, 3 * heartbeatInterval))) {
+      throw new QueueNotFoundError(name);
+    }
+    return name;
   };
 
   const mustFind = async (id: number): Promise<Job> => {
@@ -185,8 +204,12 @@ export function createClient(opts: ClientOptions = {}): Client {
     },
     bulkCancel: async (f) => await engine.bulkCancel(checkFilter(f)),
     bulkRetry: async (f) => await engine.bulkRetry(checkFilter(f)),
-    pauseQueue: (name) => engine.pauseQueue(validateQueueName(name)),
-    resumeQueue: (name) => engine.resumeQueue(validateQueueName(name)),
+    async pauseQueue(name, o = {}) {
+      await engine.pauseQueue(await knownQueue(name, o.create));
+    },
+    async resumeQueue(name, o = {}) {
+      await engine.resumeQueue(await knownQueue(name, o.create));
+    },
     listQueues: () => engine.listQueues(),
     listRuntimes: () => engine.listRuntimes(3 * heartbeatInterval),
     getCallback: (id) => engine.getCallback(id),

@@ -135,6 +135,11 @@ export interface StorageEngine {
 
   pauseQueue(name: string): Promise<void>;
   resumeQueue(name: string): Promise<void>;
+  /**
+   * Whether a queue exists: it has a `queues` row (paused or resumed once), a job, or a runtime
+   * heartbeated within `liveWithinMs` (default 90 000) that serves it.
+   */
+  queueKnown(name: string, liveWithinMs?: number): Promise<boolean>;
   listQueues(): Promise<QueueInfo[]>;
 
   registerCallback(

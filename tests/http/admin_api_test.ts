@@ -128,8 +128,9 @@ Deno.test("GET /api/queues, POST pause and resume; invalid queue names are 400",
     assert.equal(r.status, 200);
     assert.equal(r.body.queue.paused, false);
 
-    // A queue without jobs can be paused ahead of its first job.
-    const ahead = await call("POST", "/api/queues/later/pause");
+    // A queue without jobs is unknown (404), unless paused ahead of its first job with create.
+    assertError(await call("POST", "/api/queues/later/pause"), 404, "not_found");
+    const ahead = await call("POST", "/api/queues/later/pause?create=true");
     assert.equal(ahead.status, 200);
     assert.deepEqual(ahead.body.queue.counts, Object.fromEntries(JOB_STATES.map((s) => [s, 0])));
 

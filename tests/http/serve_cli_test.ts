@@ -183,9 +183,9 @@ Deno.test("svc serve: --cors-origin (repeatable) restricts CORS; a secret makes 
   assert.ok(!p.err.some((l) => /warning/.test(l)), p.err.join("\n"));
 });
 
-Deno.test("svc serve refuses: bad secret, unmigrated schema, unreachable database (exit 1); bad flags (exit 2)", async () => {
+Deno.test("svc serve refuses: unmigrated schema, unreachable database (exit 1); bad flags and a bad secret (exit 2)", async () => {
   const bad = await run(["serve", "--port", "0", "--callback-hmac-secret", "xyz"]);
-  assert.equal(bad.code, 1);
+  assert.equal(bad.code, 2);
   assert.match(bad.stderr, /^error: --callback-hmac-secret/);
 
   const unmigrated = await run([

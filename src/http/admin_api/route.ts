@@ -102,11 +102,14 @@ export function route(r: ApiRoute): ApiRoute {
 
 /**
  * A `POST /<collection>/:<param>/<verb>` route (pause, resume, retry, cancel, trigger): mutating,
- * one path parameter, no body. `run` gets the validated parameter.
+ * one path parameter, and optionally query parameters and a small body. `run` gets the validated
+ * path parameter (the rest is in the context).
  */
 export function actionRoute(o: {
   collection: string;
   param: Param;
+  query?: Param[];
+  body?: Schema;
   verb: string;
   operationId: string;
   summary: string;
@@ -121,7 +124,8 @@ export function actionRoute(o: {
     summary: o.summary,
     tag: o.collection,
     mutates: true,
-    params: [o.param],
+    params: [o.param, ...(o.query ?? [])],
+    body: o.body,
     response: o.response,
     errors: o.errors,
     handler: (ctx) => o.run(ctx, ctx.params[o.param.name]),

@@ -23,7 +23,7 @@ import { claimJobs } from "./claim.ts";
 import { completeJobs } from "./complete.ts";
 import { failJob, heartbeatJobs, parkJobs, snoozeJob } from "./fail.ts";
 import { bulkCancel, bulkRetry, cancelJob, getJob, listJobs, retryJob } from "./admin.ts";
-import { listQueues, setQueuePaused } from "./queues.ts";
+import { listQueues, queueKnown, setQueuePaused } from "./queues.ts";
 import {
   getCallback,
   listCallbacks,
@@ -109,6 +109,9 @@ export class CanonicalEngine implements StorageEngine {
   }
   listQueues(): Promise<QueueInfo[]> {
     return listQueues(this.db, this.n);
+  }
+  queueKnown(name: string, liveWithinMs = 90_000): Promise<boolean> {
+    return queueKnown(this.db, this.n, name, liveWithinMs);
   }
   registerCallback(
     id: number,

@@ -13,6 +13,24 @@ export async function setQueuePaused(db: Db, n: SchemaNames, name: string, pause
   );
 }
 
+/** Whether a queue has a queues row, a job, or a runtime heartbeated within `liveWithinMs` serving it. */
+export async function queueKnown(
+  db: Db,
+  n: SchemaNames,
+  name: string,
+  liveWithinMs: number,
+): Promise<boolean> {
+  const rows = await db.query(
+    `select exists(select 1 from ${n.q}.queues where name = $1)
+         or exists(select 1 from ${n.q}.jobs where queue = $1)
+         or exists(select 1 from ${n.q}.runtimes
+                     where $1 = any(queues) and heartbeat_at > now() - $2::bigint * interval '1 millisecond')
+         as known`,
+    [name, liveWithinMs],
+  );
+  return rows[0].known === true;
+}
+
 /** Counts by state for every queue that has jobs or a queues row. */
 export async function listQueues(db: Db, n: SchemaNames): Promise<QueueInfo[]> {
   const rows = await db.query(
