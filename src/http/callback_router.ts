@@ -31,12 +31,6 @@ export const MAX_HEARTBEAT_SECONDS = 2_592_000;
 /** How callers are authenticated: by the signature of the callback id, or not at all (trusted networks only). */
 export type CallbackAuth = { kind: "signed"; secret: Uint8Array } | { kind: "unsigned" };
 
-/** CORS for the receiver (only `svc serve` wants it; `callbacks serve` applies none). */
-export interface CallbackCorsOptions {
-  /** Allowed origins; absent or empty means any origin (`*`). */
-  origins?: string[];
-}
-
 /** Options of {@link createCallbackRouter}. */
 export interface CallbackRouterOptions {
   /** Path prefix of the three routes (default `/api/callbacks`); must match the workers' `callbackPathPrefix`. */
@@ -45,8 +39,6 @@ export interface CallbackRouterOptions {
   auth: CallbackAuth;
   /** Answer every callback with 503 `read_only` before any other check (`svc serve --read-only`). */
   readOnly?: boolean;
-  /** Adds CORS headers and answers preflights; off by default. */
-  cors?: CallbackCorsOptions;
   /** Where 500 details go (default console). */
   logger?: Pick<Logger, "error">;
 }
@@ -72,7 +64,6 @@ export function createCallbackRouter(client: Client, opts: CallbackRouterOptions
   const prefix = normalizePathPrefix(opts.pathPrefix ?? DEFAULT_CALLBACK_PATH_PREFIX);
   const readOnly = opts.readOnly ?? false;
   const logger = opts.logger ?? console;
-  const cors = opts.cors ? corsHeaders(opts.cors) : null;
 
   const notFound = (path: string) =>
     new HttpError(
@@ -85,10 +76,9 @@ export function createCallbackRouter(client: Client, opts: CallbackRouterOptions
   const route = async (req: Request, path: string): Promise<Response> => {
     const m = matchRoute(path.slice(prefix.length));
     if (!m) throw notFound(path);
-    if (req.method === "OPTIONS" && cors) return new Response(null, { status: 204 });
     if (req.method !== "POST") {
       throw new HttpError("method_not_allowed", `${req.method} is not allowed here: use POST`, {
-        allow: cors ? "POST, OPTIONS" : "POST",
+        allow: "POST",
       });
     }
     if (readOnly) {
@@ -122,14 +112,11 @@ export function createCallbackRouter(client: Client, opts: CallbackRouterOptions
   const handle = async (req: Request): Promise<Response | null> => {
     const path = new URL(req.url).pathname;
     if (!underPrefix(path)) return null;
-    let res: Response;
     try {
-      res = await route(req, path);
+      return await route(req, path);
     } catch (e) {
-      res = errorResponse(e, logger, `${req.method} ${path}`);
+      return errorResponse(e, logger, `${req.method} ${path}`);
     }
-    if (cors) cors(req, res.headers);
-    return res;
   };
 
   return {
@@ -254,21 +241,4 @@ function resolve(client: Client, id: string, b: Body): Promise<CallbackResult> {
     case "heartbeat":
       return client.heartbeatExternal(id, { timeoutSeconds: b.timeoutSeconds });
   }
-}
-
-/** Sets the CORS headers of a response for the request's origin. */
-function corsHeaders(o: CallbackCorsOptions): (req: Request, h: Headers) => void {
-  const origins = o.origins ?? [];
-  return (req, h) => {
-    const origin = req.headers.get("origin");
-    if (origins.length === 0) h.set("access-control-allow-origin", "*");
-    else if (origin && origins.includes(origin)) h.set("access-control-allow-origin", origin);
-    else return;
-    if (origins.length) h.append("vary", "Origin");
-    if (req.method === "OPTIONS") {
-      h.set("access-control-allow-methods", "POST, OPTIONS");
-      h.set("access-control-allow-headers", `Content-Type, ${SIGNATURE_HEADER}`);
-      h.set("access-control-max-age", "600");
-    }
-  };
 }

@@ -53,7 +53,13 @@ Deno.test("GET /api/capabilities: read_only false, the version and the storage e
   withApi(async ({ call }) => {
     const a = await call("GET", "/api/capabilities");
     assert.equal(a.status, 200);
-    assert.deepEqual(a.body, { read_only: false, version: a.body.version, storage: "canonical" });
+    assert.deepEqual(a.body, {
+      read_only: false,
+      version: a.body.version,
+      storage: "canonical",
+      auth_required: false,
+      authenticated: true,
+    });
     assert.match(a.body.version, /^\d+\.\d+\.\d+/);
     assert.match(a.headers.get("content-type")!, /^application\/json/);
   }));

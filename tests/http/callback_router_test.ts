@@ -387,28 +387,6 @@ Deno.test("path prefixes are normalized; a request for another prefix gets 404 n
   });
 });
 
-Deno.test("cors option (for svc serve): preflight answered and the origin echoed", async () => {
-  await withReceiver({ cors: { origins: ["https://ui.example"] } }, async ({ client, url }) => {
-    const id = crypto.randomUUID();
-    const pre = await fetch(url(id), {
-      method: "OPTIONS",
-      headers: { origin: "https://ui.example", "access-control-request-method": "POST" },
-    });
-    await pre.body?.cancel();
-    assert.equal(pre.status, 204);
-    assert.equal(pre.headers.get("access-control-allow-origin"), "https://ui.example");
-    assert.match(pre.headers.get("access-control-allow-headers")!, /X-Service-Signature/);
-    const { callbackId } = await pendingCallback(client);
-    const r = await post(url(callbackId), {}, { ...signed(callbackId), origin: "https://other.example" });
-    assert.equal(r.status, 200);
-    assert.equal(
-      r.headers.get("access-control-allow-origin"),
-      null,
-      "an origin not listed gets no CORS header",
-    );
-  });
-});
-
 Deno.test("200 concurrent completes of one callback: exactly one 200, the rest 409, one completion", async () => {
   await withReceiver({}, async ({ client, url }) => {
     const { job, callbackId } = await pendingCallback(client);

@@ -5,6 +5,7 @@
  */
 import type { Client } from "../../client/client.ts";
 import type { CallbackRouter } from "../callback_router.ts";
+import type { TokenAuth } from "../auth.ts";
 import { HttpError } from "../errors.ts";
 import { parseJsonInput, parseRfc3339, textProblem } from "../../validation.ts";
 
@@ -49,6 +50,12 @@ export interface RouteContext {
   query: Record<string, string | number | undefined>;
   /** The validated JSON body (an empty object when the route takes none). */
   body: Record<string, unknown>;
+  /** The token check of `--auth-token`, or null when the server has no token. */
+  auth: TokenAuth | null;
+  /** Whether the request carries the token (always true without one). */
+  authenticated: boolean;
+  /** Headers added to the handler's answer (Set-Cookie of the login routes). */
+  responseHeaders: Headers;
 }
 
 /** The error codes a route can answer with, beside `internal` (documented in OpenAPI). */
@@ -59,6 +66,8 @@ export type ErrorCode =
   | "unique_conflict"
   | "read_only"
   | "method_not_allowed"
+  | "cross_origin"
+  | "unauthorized"
   // the callback receiver's own (decisions.md "Callback receiver")
   | "missing_signature"
   | "invalid_signature"
@@ -79,6 +88,8 @@ export interface ApiRoute {
   tag: string;
   /** Changes something: refused with 503 `read_only` in read-only mode, before any other check. */
   mutates: boolean;
+  /** Answers without the token of `--auth-token` (capabilities, login, logout). */
+  open?: boolean;
   params?: Param[];
   /** JSON request body, validated before the handler runs. */
   body?: Schema;
