@@ -180,6 +180,14 @@ Deno.test("svc dev on DATABASE_URL: examples complete (one through the HTTP call
       );
       assert.ok(!proc.lines.some((l) => l.includes("PGlite")));
       await checkExampleJobs(url);
+      // Another site's page cannot change anything (its reads stay allowed).
+      const foreign = await fetch(`${url}api/queues/dev/pause`, {
+        method: "POST",
+        headers: { origin: "https://evil.example" },
+      });
+      assert.equal(foreign.status, 403);
+      assert.equal((await foreign.json()).code, "cross_origin");
+      assert.equal((await api(url, "/queues")).queues.find((q: Json) => q.name === "dev").paused, false);
     } finally {
       await interrupt(proc).finally(() => proc.kill());
     }
