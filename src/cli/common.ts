@@ -51,7 +51,7 @@ export function argParser<T>(check: (v: string) => T): (v: string) => T {
 }
 
 /** A PostgreSQL URL (`postgres://` or `postgresql://`); the message never repeats it (it may hold a password). */
-function checkDatabaseUrl(v: string, what = "--database-url"): string {
+function checkDatabaseUrl(v: string, what: string): string {
   let protocol = "";
   try {
     protocol = new URL(v).protocol;
@@ -67,7 +67,6 @@ export const queueArg: (v: string) => string = argParser(validateQueueName);
 export const cronNameArg: (v: string) => string = argParser(validateCronName);
 export const cursorArg: (v: string) => string = argParser(checkJobCursor);
 export const schemaArg: (v: string) => string = argParser((v) => schemaNames(v).schema);
-export const databaseUrlArg: (v: string) => string = argParser((v) => checkDatabaseUrl(v));
 export const kindArg: (v: string) => string = argParser((v) => {
   if (v.length < 1 || v.length > 255) throw new Error("kind must be 1 to 255 characters");
   return v;
@@ -76,7 +75,7 @@ export const kindArg: (v: string) => string = argParser((v) => {
 /** The `--database-url` and `--schema` options (of the program, and of each command that connects). */
 export function dbOptions(cmd: Command): Command {
   return cmd
-    .option("--database-url <url>", "PostgreSQL URL (default: env DATABASE_URL)", databaseUrlArg)
+    .option("--database-url <url>", "PostgreSQL URL (default: env DATABASE_URL)")
     .option("--schema <name>", "Postgres schema of svc (default: svc, or env SERVICE_SCHEMA)", schemaArg);
 }
 
@@ -119,14 +118,14 @@ export async function connectCli(client: Client, cmd: Command): Promise<void> {
 
 /** The database URL from the command, the program, or DATABASE_URL. */
 export function databaseUrl(cmd: Command): string {
+  // Checked here rather than by commander, whose message would repeat the value (and its password).
   const flag = cmd.optsWithGlobals().databaseUrl;
-  if (flag) return flag;
-  const url = env("DATABASE_URL");
+  const url = flag || env("DATABASE_URL");
   if (!url) {
     throw new UsageError("no database: pass --database-url postgres://user@host:5432/db or set DATABASE_URL");
   }
   try {
-    return checkDatabaseUrl(url, "DATABASE_URL");
+    return checkDatabaseUrl(url, flag ? "--database-url" : "DATABASE_URL");
   } catch (e) {
     throw new UsageError((e as Error).message);
   }

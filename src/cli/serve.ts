@@ -49,10 +49,13 @@ function origin(v: string, previous: string[] = []): string[] {
   return [...previous, u.origin];
 }
 
-/** `--auth-token` / SERVICE_AUTH_TOKEN: 1 to 4096 visible ASCII characters, no spaces. */
-function authToken(v: string, what = "--auth-token"): string {
+/**
+ * `--auth-token` / SERVICE_AUTH_TOKEN: 1 to 4096 visible ASCII characters, no spaces. Checked in the
+ * action rather than by commander, whose message would repeat the value.
+ */
+function authToken(v: string, what: string): string {
   if (!/^[\x21-\x7e]{1,4096}$/.test(v)) {
-    throw new InvalidArgumentError(
+    throw new UsageError(
       `${what} must be 1 to 4096 visible ASCII characters without spaces (generate one with: openssl rand -hex 32)`,
     );
   }
@@ -97,19 +100,15 @@ export function serveCommand(): Command {
       "--auth-token <token>",
       "require this token on /api (Authorization: Bearer, or the UI's login form) except /api/capabilities " +
         "and the callbacks (default: env SERVICE_AUTH_TOKEN; none: no token)",
-      (v: string) => authToken(v),
     )
     .action(async (o, cmd: Command) => {
       const readOnly = o.readOnly === true || envFlag("SERVICE_READ_ONLY");
-      let token: string | undefined = o.authToken;
       const tokenEnv = env("SERVICE_AUTH_TOKEN");
-      if (token === undefined && tokenEnv !== undefined) {
-        try {
-          token = authToken(tokenEnv, "SERVICE_AUTH_TOKEN");
-        } catch (e) {
-          throw new UsageError((e as Error).message);
-        }
-      }
+      const token = o.authToken !== undefined
+        ? authToken(o.authToken, "--auth-token")
+        : tokenEnv !== undefined
+        ? authToken(tokenEnv, "SERVICE_AUTH_TOKEN")
+        : undefined;
       const auth = callbackAuth(o.callbackHmacSecret ?? env("SERVICE_CALLBACK_HMAC_SECRET"), true);
       const client = servingClient(cmd, o.poolMax);
       try {

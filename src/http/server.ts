@@ -166,7 +166,8 @@ export function createAdminServer(client: Client, opts: AdminServerOptions): Adm
   app.all("/api/callbacks/*", (c) => callbacks.fetch(c.req.raw));
   app.all("/api/*", (c) => {
     const allowed = [...new Set(matchers.filter((m) => m.re.test(c.req.path)).map((m) => m.route.method))];
-    if (allowed.length) {
+    // A path that only looks like a route (extra slashes) with an allowed method is simply not a route.
+    if (allowed.length && !allowed.includes(c.req.method as ApiRoute["method"])) {
       throw new HttpError(
         "method_not_allowed",
         `${c.req.method} is not allowed on ${c.req.path}: use ${allowed.join(" or ")}`,

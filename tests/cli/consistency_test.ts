@@ -45,6 +45,7 @@ Deno.test("every bad option value exits 2 before connecting", async () => {
     ["migrate", "--database-url", "http://example.com/"],
     ["job", "list", "--connect-timeout", "0"],
     ["serve", "--callback-hmac-secret", "xyz"],
+    ["serve", "--auth-token", ""],
     ["callbacks", "serve", "--callback-hmac-secret", "abc123"],
   ];
   const runs = await Promise.all([
@@ -58,6 +59,13 @@ Deno.test("every bad option value exits 2 before connecting", async () => {
     assert.equal(r.code, 2, `${what}: exit ${r.code}, ${r.stderr}`);
     assert.match(r.stderr, /error/, what);
   });
+  // Values that may be secrets are not repeated in the message.
+  const url = await svc(["--database-url", "mysql://user:pw-do-not-print@host/db", "job", "list"], env);
+  assert.equal(url.code, 2);
+  assert.ok(!url.stderr.includes("pw-do-not-print"), url.stderr);
+  const token = await svc(["serve", "--auth-token", "do-not-print this"], env);
+  assert.equal(token.code, 2);
+  assert.ok(!token.stderr.includes("do-not-print"), token.stderr);
 });
 
 Deno.test("svc migrate --status exits 1 while migrations are pending, 0 when current or newer", async () => {

@@ -575,6 +575,7 @@ Deno.test("a trailing slash on a REST route is ignored (routes, 405s and the cal
     );
     assertError(await call("DELETE", "/api/jobs/"), 405, "method_not_allowed");
     assertError(await call("GET", "/api/nope/"), 404, "not_found");
+    assertError(await call("GET", "/api/jobs//"), 404, "not_found");
     const { callbackId } = await pendingCallback(client);
     const cb = await call("POST", `/api/callbacks/${callbackId}/complete/`, { payload: 1 });
     assert.equal(cb.status, 200, JSON.stringify(cb.body));
