@@ -1,5 +1,5 @@
 /**
- * The worker side of the HTTP-callback walkthrough (README, "HTTP workers and callbacks"): pushes jobs
+ * The worker side of the HTTP-callback walkthrough (docs/guide/http-workers.md): pushes jobs
  * of kind `greet` to examples/function_endpoint.ts, enqueues one and prints how it ended.
  * Run: DATABASE_URL=... SERVICE_CALLBACK_HMAC_SECRET=... deno run -A examples/http_worker.ts
  */

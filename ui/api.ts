@@ -1,5 +1,5 @@
 /**
- * Typed client of the admin REST API (`docs/admin-api.md` is the contract).
+ * Typed client of the admin REST API (`docs/reference/rest.md` describes it).
  *
  * Every call fetches a relative `/api/...` URL, so the UI works behind any host or port `svc serve`
  * listens on. Failures are thrown as `ApiError`, carrying the `{"error", "code"}` body of the API

@@ -1,6 +1,6 @@
 /**
  * The admin REST API of `svc serve`, route by route: success and error answers, in-process over a
- * fresh schema (the shapes are those of docs/admin-api.md, which the UI relies on).
+ * fresh schema (the shapes are those of docs/reference/rest.md, which the UI relies on).
  */
 import assert from "node:assert/strict";
 import { JOB_STATES } from "../../src/types.ts";

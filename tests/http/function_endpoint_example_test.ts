@@ -1,6 +1,7 @@
 /**
- * The README walkthrough's function endpoint (examples/function_endpoint.ts) run as its own process:
- * a signed worker pushes a job to it, it forwards the signature to the receiver, the job completes.
+ * The function endpoint of the HTTP workers guide (docs/guide/http-workers.md), examples/function_endpoint.ts,
+ * run as its own process: a signed worker pushes a job to it, it forwards the signature to the receiver,
+ * the job completes.
  */
 import assert from "node:assert/strict";
 import { testClient, waitFor } from "../helpers/db.ts";

@@ -1,6 +1,6 @@
 /**
  * A throw-away preview server for working on the UI without PostgreSQL: serves ui/dist and a
- * fake, in-memory admin API with the shapes of docs/admin-api.md, and moves some jobs along
+ * fake, in-memory admin API with the shapes of docs/reference/rest.md, and moves some jobs along
  * every second so live updates can be seen. Not used by `svc serve`.
  *
  *   deno run -A ui/build.ts && deno run -A ui/dev/preview.ts [--port 8788] [--read-only] [--fail /api/stats]

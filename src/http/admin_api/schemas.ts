@@ -1,5 +1,5 @@
 /**
- * JSON schemas of the admin API's shared objects (`docs/admin-api.md`), referenced by the routes
+ * JSON schemas of the admin API's shared objects (`docs/reference/rest.md`), referenced by the routes
  * and published under `components.schemas` of `/api/openapi.json`.
  */
 import { JOB_STATES } from "../../types.ts";
