@@ -1,7 +1,7 @@
 /**
  * The driver: everything the client and the worker need from a database besides storage SQL. `Db` for
- * the SQL, LISTEN, the leader lock and close. Two drivers: postgres.js over a pool (the default, here)
- * and PGlite in-process with its one session (`pglite_driver.ts`, the embedded mode of `svc dev`).
+ * the SQL, LISTEN, the leader lock and close. The driver here is postgres.js over a pool; the seam lets
+ * a driver of your own stand in (`createClient({ driver })`).
  */
 import postgres from "postgres";
 import { type Db, fromPostgres, type Sql } from "./connection.ts";
@@ -20,8 +20,8 @@ export interface LeaderLock {
 
 /** A database connection for the client and the worker. */
 export interface Driver {
-  /** `postgres` (postgres.js pool) or `pglite` (embedded, one session). */
-  readonly name: "postgres" | "pglite";
+  /** `postgres` for the postgres.js pool; a driver of your own names itself. */
+  readonly name: string;
   /** Storage SQL. */
   readonly db: Db;
   /** The postgres.js pool (postgres driver only). */

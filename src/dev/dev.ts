@@ -1,16 +1,17 @@
 /**
- * `svc dev` as a library call: the database (the given PostgreSQL, or PGlite embedded in this process
- * with its data in `dataDir`), migrations, the admin UI + REST API + callback receiver of `svc serve`,
- * a worker with the example handlers and an HTTP worker pointed at the built-in function endpoint, one
- * cron schedule, and a trickle of example jobs. `stop` undoes all of it in order.
+ * `svc dev` as a library call: the database (the given PostgreSQL, or a PostgreSQL server of its own
+ * started from the npm package's binaries, with its data in `dataDir`), migrations, the admin UI +
+ * REST API + callback receiver of `svc serve`, a worker with the example handlers and an HTTP worker
+ * pointed at the built-in function endpoint, one cron schedule, and a trickle of example jobs. `stop`
+ * undoes all of it in order, the embedded server last.
  */
 import { type Client, createClient } from "../client/client.ts";
 import { connectWithin, poolTarget } from "../db/connection.ts";
-import type { Driver } from "../db/driver.ts";
 import { createAdminServer } from "../http/server.ts";
 import { type HttpServer, serveHttp } from "../runtime/runtime.ts";
 import type { Logger } from "../types.ts";
 import { createWorker } from "../worker/worker.ts";
+import { startEmbeddedPostgres } from "./embedded_postgres.ts";
 import {
   DEV_CRON,
   DEV_KINDS,
@@ -22,13 +23,15 @@ import {
 
 /** Options of {@link startDev}. */
 export interface DevOptions {
-  /** PostgreSQL to use; without one, the embedded PGlite in `dataDir`. */
+  /** PostgreSQL to use; without one, an embedded server with its data in `dataDir`. */
   databaseUrl?: string;
   schema?: string;
-  /** Folder of the embedded database (default `.svc-data`). */
+  /** Folder of the embedded server: data, binaries, log (default `.svc-data`). */
   dataDir?: string;
-  /** Delete the embedded database first. */
+  /** Delete the embedded server's data first. */
   fresh?: boolean;
+  /** Port of the embedded server on 127.0.0.1 (default: the last run's when free, else a free one). */
+  pgPort?: number;
   /** Address of the UI and API (default 127.0.0.1:3000; port 0 picks a free one). */
   host?: string;
   port?: number;
@@ -44,8 +47,10 @@ export interface DevOptions {
 export interface Dev {
   /** The UI address, e.g. `http://127.0.0.1:3000/`. */
   url: string;
-  /** `embedded` (PGlite in `dataDir`) or `postgres`. */
+  /** `embedded` (a server of its own in `dataDir`) or `postgres` (the given URL). */
   database: "embedded" | "postgres";
+  /** The database URL other processes can use (the embedded server's, or the given one). */
+  databaseUrl: string;
   /** Embedded: whether `dataDir` already held a database from an earlier run. */
   existed: boolean;
   client: Client;
@@ -79,29 +84,28 @@ export async function startDev(o: DevOptions = {}): Promise<Dev> {
     undo.push(() => server.close());
     const base = `http://${host.includes(":") ? `[${host}]` : host}:${server.addr.port}`;
 
-    let driver: Driver | undefined;
+    let databaseUrl = o.databaseUrl;
     let existed = false;
-    if (!o.databaseUrl) {
-      const { openPglite } = await import("../db/pglite_driver.ts"); // PGlite loads only when used
+    if (!databaseUrl) {
       const dir = o.dataDir ?? ".svc-data";
-      const opened = await openPglite(dir, { fresh: o.fresh });
-      driver = opened.driver;
-      existed = opened.existed;
-      undo.push(() => driver!.close());
+      const pg = await startEmbeddedPostgres({
+        root: dir,
+        fresh: o.fresh,
+        port: o.pgPort,
+        log: (line) => log(`svc dev: ${line}`),
+      });
+      undo.unshift(() => pg.stop()); // undone last, after everything that uses it
+      databaseUrl = pg.url;
+      existed = pg.existed;
       log(
-        `svc dev: embedded PostgreSQL (PGlite) in ${dir}, ${
-          existed ? "with the data of the earlier runs" : "new"
-        }; ` +
-          "for trying svc and local development, not for production",
+        `svc dev: data in ${dir}/pg (${existed ? "from the earlier runs" : "new"}; kept across runs, ` +
+          "--fresh starts over); the embedded PostgreSQL is for trying svc and local development, not production",
       );
     }
-    const client = createClient(
-      driver
-        ? { driver, schema: o.schema }
-        : { databaseUrl: o.databaseUrl, schema: o.schema, maxConnections: 5 },
-    );
+    const client = createClient({ databaseUrl, schema: o.schema, maxConnections: 5 });
     undo.push(() => client.close());
-    if (!driver) {
+    if (o.databaseUrl) {
+      // The user's database: an address that answers but is not PostgreSQL must not hang svc dev.
       await connectWithin(client.db.query("select 1"), {
         timeoutMs: o.connectTimeout ?? 5_000,
         target: poolTarget(client.sql),
@@ -153,7 +157,14 @@ export async function startDev(o: DevOptions = {}): Promise<Dev> {
     const trickle = startTrickle(client, o.everyMs ?? 5_000, log);
     undo.push(trickle);
 
-    return { url: `${base}/`, database: driver ? "embedded" : "postgres", existed, client, stop };
+    return {
+      url: `${base}/`,
+      database: o.databaseUrl ? "postgres" : "embedded",
+      databaseUrl,
+      existed,
+      client,
+      stop,
+    };
   } catch (e) {
     await stop();
     throw e;

@@ -1,31 +1,24 @@
 /**
  * `svc dev` as the README runs it (`deno task dev`, here with `--port 0` and a data directory of its
- * own): the UI address is printed, the example jobs finish as they should (one through the HTTP
- * function and the callback receiver, one from the cron schedule), checked through the REST API, and
- * SIGINT stops it with exit code 0. Embedded (no DATABASE_URL), then restarted on the same data, then
- * `--fresh`; and on DATABASE_URL in a schema of its own.
+ * own): it starts a PostgreSQL server of its own and prints its DATABASE_URL, the UI address is
+ * printed, the example jobs finish as they should (one through the HTTP function and the callback
+ * receiver, one from the cron schedule), checked through the REST API; a second process uses the
+ * printed DATABASE_URL (`svc job list`, and a worker of its own on another queue); a second `svc dev`
+ * on the same folder is refused; SIGINT stops it (the server too) with exit code 0. Then restarted on
+ * the same data, then `--fresh`; and on DATABASE_URL in a schema of its own.
  */
 import assert from "node:assert/strict";
 import { DATABASE_URL, dropSchema, freshSchema, waitFor } from "../helpers/db.ts";
 import { type Proc, spawnDeno } from "../helpers/process.ts";
 import { svc } from "../helpers/cli.ts";
+import { answers, type DevRun, devTempDir, devUp, EMBEDDED, stopLeftoverServer } from "../helpers/dev.ts";
 
 const ROOT = new URL("../..", import.meta.url).pathname;
-/** No database URL and no schema from the environment: the embedded mode. */
-const EMBEDDED = { DATABASE_URL: "", SERVICE_SCHEMA: "", NO_COLOR: "1" };
-
 type Json = any;
 
-/** `deno task dev --port 0 <args>` in the repository, as the README says; resolves with its UI address. */
-async function devTask(args: string[], env: Record<string, string>): Promise<{ proc: Proc; url: string }> {
-  const proc = spawnDeno(["task", "dev", "--port", "0", ...args], { cwd: ROOT, env });
-  try {
-    const line = await proc.waitLine(/^svc dev: open http:\/\//, 90_000);
-    return { proc, url: /open (http:\/\/\S+\/)/.exec(line)![1] };
-  } catch (e) {
-    await proc.kill("SIGKILL");
-    throw e;
-  }
+/** `deno task dev --port 0 <args>` in the repository, as the README says; resolves once it is up. */
+function devTask(args: string[], env: Record<string, string>): Promise<DevRun> {
+  return devUp(spawnDeno(["task", "dev", "--port", "0", ...args], { cwd: ROOT, env }));
 }
 
 async function api(url: string, path: string): Promise<Json> {
@@ -79,32 +72,80 @@ async function interrupt(proc: Proc): Promise<void> {
   assert.ok(proc.lines.includes("svc dev: stopped"), proc.lines.join("\n"));
 }
 
-Deno.test("svc dev, embedded: examples complete (one through the HTTP callback), SIGINT exits 0; a restart finds the data; --fresh starts over", async (t) => {
-  const dir = await Deno.makeTempDir({ prefix: "svc-dev-" });
+Deno.test("svc dev, embedded PostgreSQL: examples complete, a second process uses the printed DATABASE_URL, a second svc dev is refused, SIGINT exits 0 and stops the server; a restart finds the data; --fresh starts over", async (t) => {
+  const dir = await devTempDir("svc-dev-");
   const dataDir = `${dir}/.svc-data`;
   let earlier: Record<string, Json> = {};
+  let firstUrl = "";
   try {
     await t.step("first run", async () => {
-      const { proc, url } = await devTask(["--data-dir", dataDir], EMBEDDED);
+      const { proc, url, databaseUrl } = await devTask(["--data-dir", dataDir], EMBEDDED);
       try {
-        assert.ok(
-          proc.lines.some((l) => /embedded PostgreSQL \(PGlite\) in .*, new;/.test(l)),
-          proc.lines.join("\n"),
-        );
+        const out = proc.lines.join("\n");
+        assert.match(out, /svc dev: initialized a new PostgreSQL data directory in .*\/pg \(\d+\.\d s\)/);
+        assert.match(out, /svc dev: started PostgreSQL 18\.\d+ on 127\.0\.0\.1:\d+, .*\(\d+\.\d s\)/);
+        assert.match(databaseUrl ?? "", /^postgres:\/\/postgres@127\.0\.0\.1:\d+\/postgres$/, out);
+        firstUrl = databaseUrl!;
         assert.equal((await fetch(url)).status, 200, "the UI is served");
         earlier = await checkExampleJobs(url);
+
+        // A second process on the printed URL: the operator CLI sees svc dev's jobs.
+        const env = { DATABASE_URL: databaseUrl!, SERVICE_SCHEMA: "" };
+        const list = await svc(["job", "list", "--queue", "dev", "--json"], env);
+        assert.equal(list.code, 0, list.stderr);
+        assert.ok(JSON.parse(list.stdout).jobs.some((j: Json) => j.id === earlier.greet.id), list.stdout);
+
+        // And a worker of its own, on its own queue, runs a job enqueued from a third process.
+        const mine = spawnDeno(["run", "-A", `${ROOT}tests/fixtures/dev_user_worker.ts`], { env });
+        try {
+          await mine.waitLine(/^started$/, 60_000);
+          const enq = await svc(
+            ["job", "enqueue", "mine.echo", "--queue", "mine", "--args", '{"n":7}', "--json"],
+            env,
+          );
+          assert.equal(enq.code, 0, enq.stderr);
+          const id = JSON.parse(enq.stdout).id;
+          const done = await waitFor(
+            async () => {
+              const r = await svc(["job", "get", String(id), "--json"], env);
+              const job = r.code === 0 ? JSON.parse(r.stdout) : null;
+              return job?.state === "completed" ? job : null;
+            },
+            30_000,
+            "the own worker's job to complete",
+          );
+          assert.deepEqual(done.result, { echo: { n: 7 } });
+        } finally {
+          await mine.kill("SIGTERM");
+        }
+
         const busy = await svc(["dev", "--port", "0", "--data-dir", dataDir], EMBEDDED);
         assert.equal(busy.code, 1);
-        assert.match(busy.stderr, /in use by another process/);
+        assert.equal(busy.stderr.trim().split("\n").length, 1, busy.stderr);
+        assert.match(
+          busy.stderr,
+          /^error: .*\.svc-data is in use by another process \(another svc dev, its DATABASE_URL postgres:\/\/.*\); stop it, or pass another --data-dir$/m,
+        );
       } finally {
         await interrupt(proc).finally(() => proc.kill());
       }
+      assert.ok(
+        proc.lines.some((l) => /^svc dev: stopped PostgreSQL \(\d+\.\d s\)$/.test(l)),
+        proc.lines.join("\n"),
+      );
+      assert.equal(await answers(firstUrl), false, "the server stopped with svc dev");
+      assert.equal(await exists(`${dataDir}/pg/postmaster.pid`), false, "a clean shutdown");
     });
 
-    await t.step("restart on the same data", async () => {
-      const { proc, url } = await devTask(["--data-dir", dataDir], EMBEDDED);
+    await t.step("restart on the same data (and the same port)", async () => {
+      const { proc, url, databaseUrl } = await devTask(["--data-dir", dataDir], EMBEDDED);
       try {
-        assert.ok(proc.lines.some((l) => /with the data of the earlier runs/.test(l)), proc.lines.join("\n"));
+        assert.ok(
+          proc.lines.some((l) => /data in .* \(from the earlier runs;/.test(l)),
+          proc.lines.join("\n"),
+        );
+        assert.ok(!proc.lines.some((l) => /initialized/.test(l)), proc.lines.join("\n"));
+        assert.equal(databaseUrl, firstUrl, "the last run's port, free again, is taken again");
         const { job } = await api(url, `/jobs/${earlier.http.id}`);
         assert.equal(job.state, "completed");
         assert.deepEqual(job.result, earlier.http.result);
@@ -133,10 +174,9 @@ Deno.test("svc dev, embedded: examples complete (one through the HTTP callback),
       const started = Date.now();
       const { proc, url } = await devTask(["--data-dir", dataDir, "--fresh"], EMBEDDED);
       try {
-        assert.ok(
-          proc.lines.some((l) => /embedded PostgreSQL \(PGlite\) in .*, new;/.test(l)),
-          proc.lines.join("\n"),
-        );
+        const out = proc.lines.join("\n");
+        assert.match(out, /--fresh: deleted the earlier data/);
+        assert.match(out, /initialized a new PostgreSQL data directory/);
         const { jobs } = await api(url, "/jobs?limit=500");
         assert.ok(
           jobs.every((j: Json) => Date.parse(j.created_at) >= started - 1000),
@@ -147,9 +187,19 @@ Deno.test("svc dev, embedded: examples complete (one through the HTTP callback),
       }
     });
   } finally {
+    await stopLeftoverServer(dataDir); // after a failure that killed svc dev
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await Deno.lstat(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 Deno.test("svc dev: a port in use fails at once, naming the fix", async () => {
   const taken = Deno.listen({ hostname: "127.0.0.1", port: 0 });
@@ -159,6 +209,7 @@ Deno.test("svc dev: a port in use fails at once, naming the fix", async () => {
     assert.equal(r.code, 1);
     assert.match(r.stderr, /cannot listen on 127\.0\.0\.1:\d+ .*choose another --port/);
     assert.ok(r.ms < 10_000, `${r.ms} ms`);
+    assert.ok(!(await exists(`${dir}/pg`)), "no server was started");
   } finally {
     taken.close();
     await Deno.remove(dir, { recursive: true });
@@ -169,16 +220,18 @@ Deno.test("svc dev on DATABASE_URL: examples complete (one through the HTTP call
   const schema = freshSchema("dev");
   const env = { DATABASE_URL, SERVICE_SCHEMA: "", NO_COLOR: "1" };
   try {
-    const refused = await svc(["dev", "--fresh", "--schema", schema], env);
-    assert.equal(refused.code, 2);
-    assert.match(refused.stderr, /--fresh deletes the embedded database/);
+    for (const flag of [["--fresh"], ["--pg-port", "5999"]]) {
+      const refused = await svc(["dev", ...flag, "--schema", schema], env);
+      assert.equal(refused.code, 2);
+      assert.match(refused.stderr, new RegExp(`${flag[0]} is about the embedded PostgreSQL`));
+    }
 
     const { proc, url } = await devTask(["--schema", schema], env);
     try {
       assert.ok(
         proc.lines.some((l) => l.includes(`svc dev: PostgreSQL at `) && l.includes(`schema ${schema}`)),
       );
-      assert.ok(!proc.lines.some((l) => l.includes("PGlite")));
+      assert.ok(!proc.lines.some((l) => /^DATABASE_URL=|embedded/.test(l)), proc.lines.join("\n"));
       await checkExampleJobs(url);
       // Another site's page cannot change anything (its reads stay allowed).
       const foreign = await fetch(`${url}api/queues/dev/pause`, {
