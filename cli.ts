@@ -5,7 +5,7 @@
  * @module
  */
 import { Command, CommanderError } from "commander";
-import { CliError, toCliError } from "./src/cli/common.ts";
+import { CliError, connectTimeoutOption, dbOptions, toCliError } from "./src/cli/common.ts";
 import { migrateCommand } from "./src/cli/migrate.ts";
 import { serveCommand } from "./src/cli/serve.ts";
 import { callbacksCommand } from "./src/cli/callbacks.ts";
@@ -20,11 +20,13 @@ import denoJson from "./deno.json" with { type: "json" };
 
 /** Builds the `svc` program (exported for tests and embedding). */
 export function buildProgram(): Command {
-  const program = new Command("svc")
-    .description("svc: a PostgreSQL job queue — operator CLI")
-    .version(denoJson.version)
-    .option("--database-url <url>", "PostgreSQL URL (default: env DATABASE_URL)")
-    .option("--schema <name>", "Postgres schema of svc (default: svc)")
+  const program = connectTimeoutOption(
+    dbOptions(
+      new Command("svc")
+        .description("svc: a PostgreSQL job queue — operator CLI")
+        .version(denoJson.version),
+    ),
+  )
     .showHelpAfterError("(run with --help for usage)")
     .exitOverride();
   program.addCommand(migrateCommand());

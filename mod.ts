@@ -12,12 +12,7 @@ export { createWorker } from "./src/worker/worker.ts";
 export type { QueueConfig, Worker, WorkerOptions } from "./src/worker/worker.ts";
 export type { FunctionRequest, HttpWorkerConfig } from "./src/worker/http_worker.ts";
 export { createCallbackRouter } from "./src/http/callback_router.ts";
-export type {
-  CallbackAuth,
-  CallbackCorsOptions,
-  CallbackRouter,
-  CallbackRouterOptions,
-} from "./src/http/callback_router.ts";
+export type { CallbackAuth, CallbackRouter, CallbackRouterOptions } from "./src/http/callback_router.ts";
 export type { Handler, HandlerDefinition, HandlerEntry } from "./src/worker/handlers.ts";
 export { defaultBackoff } from "./src/worker/handlers.ts";
 export type { JobContext } from "./src/worker/job_context.ts";
@@ -27,9 +22,11 @@ export { silentLogger } from "./src/worker/logger.ts";
 export {
   CallbackNotFoundError,
   CallbackNotPendingError,
+  ConnectTimeoutError,
   CronNotFoundError,
   InvalidStateError,
   JobNotFoundError,
+  QueueNotFoundError,
   SchemaOutdatedError,
   snooze,
   SvcError,

@@ -62,6 +62,19 @@ export class CronNotFoundError extends SvcError {
   }
 }
 
+/** No queue of that name: no `queues` row, no job, and no live runtime serving it. */
+export class QueueNotFoundError extends SvcError {
+  constructor(readonly queue: string) {
+    super(
+      `queue ${
+        JSON.stringify(queue)
+      } not found: it has no jobs, was never paused, and no live worker serves it`,
+      "not_found",
+    );
+    this.name = "QueueNotFoundError";
+  }
+}
+
 /** No callback with that id. */
 export class CallbackNotFoundError extends SvcError {
   constructor(id: string) {
@@ -79,6 +92,23 @@ export class CallbackNotPendingError extends SvcError {
       "callback_not_pending",
     );
     this.name = "CallbackNotPendingError";
+  }
+}
+
+/**
+ * No PostgreSQL answered within the connect deadline: the address refused, stayed silent, or answered
+ * but is not PostgreSQL (postgres.js would retry such an address forever).
+ */
+export class ConnectTimeoutError extends SvcError {
+  constructor(readonly target: string, readonly timeoutMs: number, fix: string) {
+    super(
+      `no PostgreSQL answered at ${target} within ${
+        timeoutMs / 1000
+      } s (the address refused, stayed silent, ` +
+        `or answered but is not PostgreSQL); check ${fix}`,
+      "connect_timeout",
+    );
+    this.name = "ConnectTimeoutError";
   }
 }
 

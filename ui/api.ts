@@ -144,6 +144,10 @@ export interface Capabilities {
   read_only: boolean;
   version: string;
   storage: string;
+  /** The server has a token (`--auth-token`): every other API call needs the session of the login form. */
+  auth_required?: boolean;
+  /** This browser's session carries the token (true when none is needed). */
+  authenticated?: boolean;
 }
 
 /** An error answered by the API (or met on the way to it). */
@@ -243,4 +247,8 @@ export const api = {
 
   runtimes: (signal?: AbortSignal) =>
     request<{ runtimes: Runtime[] }>("GET", "/api/runtimes", undefined, signal),
+
+  /** Opens a session (an HttpOnly cookie the browser keeps); 401 `unauthorized` for a wrong token. */
+  login: (token: string) => request<{ authenticated: boolean }>("POST", "/api/login", { token }),
+  logout: () => request<{ authenticated: boolean }>("POST", "/api/logout"),
 };

@@ -1,7 +1,8 @@
 /** @jsxImportSource preact */
 /**
  * The admin UI: fetches `/api/capabilities` first (read-only or not decides which controls
- * exist at all), then renders the page the URL names.
+ * exist at all), then renders the page the URL names, or the login form when the server has a
+ * token and this browser no session (also after any 401 `unauthorized`).
  */
 import { useCallback, useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { api, type ApiError, type Capabilities, toApiError } from "./api.ts";
@@ -9,6 +10,7 @@ import { Layout } from "./components/layout.tsx";
 import { Cron } from "./pages/cron.tsx";
 import { Dashboard } from "./pages/dashboard.tsx";
 import { JobDetail } from "./pages/job_detail.tsx";
+import { Login } from "./pages/login.tsx";
 import { Jobs } from "./pages/jobs.tsx";
 import { NotFound } from "./pages/not_found.tsx";
 import { Queues } from "./pages/queues.tsx";
@@ -42,11 +44,18 @@ export function App() {
   const loc = useLocation();
   const route = matchRoute(loc.path);
   const [caps, setCaps] = useState<Capabilities | null>(null);
+  /** Bumped to load the capabilities again (after logging in or out). */
+  const [capsLoad, setCapsLoad] = useState(0);
+  const [loginNeeded, setLoginNeeded] = useState(false);
   const [errors, setErrors] = useState<Map<string, ApiError>>(() => new Map());
   const [notice, setNotice] = useState<string | null>(null);
   const noticeTimer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
 
   const reportError = useCallback((source: string, err: ApiError | null) => {
+    if (err?.code === "unauthorized") {
+      setLoginNeeded(true); // the session ended (logged out elsewhere, or another token)
+      return;
+    }
     setErrors((prev) => {
       if (err === null && !prev.has(source)) return prev;
       const next = new Map(prev);
@@ -71,6 +80,7 @@ export function App() {
         const c = await api.capabilities();
         if (stopped) return;
         setCaps(c);
+        setLoginNeeded(c.auth_required === true && c.authenticated !== true);
         reportError("capabilities", null);
       } catch (err) {
         if (stopped) return;
@@ -83,6 +93,18 @@ export function App() {
       stopped = true;
       clearTimeout(timer);
     };
+  }, [capsLoad]);
+
+  const loggedIn = useCallback(() => {
+    setErrors(new Map());
+    setCapsLoad((n) => n + 1);
+  }, []);
+  const logout = useCallback(async () => {
+    try {
+      await api.logout();
+    } catch { /* the session ends anyway: the login form asks again */ }
+    setLoginNeeded(true);
+    setCapsLoad((n) => n + 1);
   }, []);
 
   const state = useMemo<AppState | null>(
@@ -97,8 +119,9 @@ export function App() {
       errors={[...errors.values()]}
       onDismissErrors={() => setErrors(new Map())}
       notice={notice}
+      onLogout={caps?.auth_required && !loginNeeded ? logout : undefined}
     >
-      {state
+      {loginNeeded ? <Login onLoggedIn={loggedIn} /> : state
         ? (
           <AppContext.Provider value={state}>
             <Page route={route} />

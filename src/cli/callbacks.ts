@@ -11,7 +11,15 @@ import { SchemaOutdatedError } from "../errors.ts";
 import { type CallbackAuth, createCallbackRouter } from "../http/callback_router.ts";
 import { errorResponse } from "../http/errors.ts";
 import { env, eprintln } from "../runtime/runtime.ts";
-import { CliError, poolSizeOption, servingClient, toCliError, withDb } from "./common.ts";
+import {
+  CliError,
+  connectCli,
+  poolSizeOption,
+  servingClient,
+  toCliError,
+  UsageError,
+  withDb,
+} from "./common.ts";
 import { serveUntilSignal } from "./listen.ts";
 
 function intOption(name: string, min: number, max: number) {
@@ -30,7 +38,7 @@ export function callbackAuth(secretHex: string | undefined, allowUnsigned: boole
     try {
       return { kind: "signed", secret: parseSecret(secretHex) };
     } catch (e) {
-      throw new CliError(`--callback-hmac-secret / SERVICE_CALLBACK_HMAC_SECRET: ${(e as Error).message}`);
+      throw new UsageError(`--callback-hmac-secret / SERVICE_CALLBACK_HMAC_SECRET: ${(e as Error).message}`);
     }
   }
   if (allowUnsigned) return { kind: "unsigned" };
@@ -101,7 +109,7 @@ export function callbacksCommand(): Command {
       );
       const client = servingClient(cmd, o.poolMax);
       try {
-        await assertWritable(client).catch((e) => {
+        await connectCli(client, cmd).then(() => assertWritable(client)).catch((e) => {
           throw toCliError(e);
         });
         await serveCallbacks(client, auth, o.host, o.port, o.pathPrefix);

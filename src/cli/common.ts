@@ -4,8 +4,13 @@
  */
 import { type Command, InvalidArgumentError } from "commander";
 import { type Client, createClient } from "../client/client.ts";
+import { connectWithin, poolTarget } from "../db/connection.ts";
 import { env } from "../runtime/runtime.ts";
-import { CronNotFoundError, JobNotFoundError, SvcError } from "../errors.ts";
+import { CronNotFoundError, JobNotFoundError, QueueNotFoundError, SvcError } from "../errors.ts";
+import { checkJobCursor, parseJsonInput, parseRfc3339 } from "../validation.ts";
+import { validateQueueName } from "../client/enqueue_input.ts";
+import { validateCronName } from "../cron/definition.ts";
+import { schemaNames } from "../db/names.ts";
 
 /** A failure the user can fix; printed as `error: <message>`, exit 1. */
 export class CliError extends Error {
@@ -22,30 +27,120 @@ export class UsageError extends CliError {
   }
 }
 
-/** Adds the shared connection options to a command. */
-export function withDb(cmd: Command): Command {
+/** Default `--connect-timeout`, in seconds. */
+export const DEFAULT_CONNECT_TIMEOUT = 5;
+
+/** The `--connect-timeout` option (no commander default: the program's value must not be shadowed). */
+export function connectTimeoutOption(cmd: Command): Command {
+  return cmd.option(
+    "--connect-timeout <seconds>",
+    `give up when no PostgreSQL has answered after this long (1 to 300; default ${DEFAULT_CONNECT_TIMEOUT})`,
+    intArg("--connect-timeout", 1, 300),
+  );
+}
+
+/** Wraps a check that throws into a commander parser: a bad value is a usage error (exit 2). */
+export function argParser<T>(check: (v: string) => T): (v: string) => T {
+  return (v) => {
+    try {
+      return check(v);
+    } catch (e) {
+      throw new InvalidArgumentError((e as Error).message);
+    }
+  };
+}
+
+/** A PostgreSQL URL (`postgres://` or `postgresql://`); the message never repeats it (it may hold a password). */
+function checkDatabaseUrl(v: string, what: string): string {
+  let protocol = "";
+  try {
+    protocol = new URL(v).protocol;
+  } catch { /* not a URL */ }
+  if (protocol !== "postgres:" && protocol !== "postgresql:") {
+    throw new Error(`${what} must be a PostgreSQL URL such as postgres://user@host:5432/db`);
+  }
+  return v;
+}
+
+/** Parsers of option values that the CLI shares (each bad value exits 2). */
+export const queueArg: (v: string) => string = argParser(validateQueueName);
+export const cronNameArg: (v: string) => string = argParser(validateCronName);
+export const cursorArg: (v: string) => string = argParser(checkJobCursor);
+export const schemaArg: (v: string) => string = argParser((v) => schemaNames(v).schema);
+export const kindArg: (v: string) => string = argParser((v) => {
+  if (v.length < 1 || v.length > 255) throw new Error("kind must be 1 to 255 characters");
+  return v;
+});
+
+/** The `--database-url` and `--schema` options (of the program, and of each command that connects). */
+export function dbOptions(cmd: Command): Command {
   return cmd
     .option("--database-url <url>", "PostgreSQL URL (default: env DATABASE_URL)")
-    .option("--schema <name>", "Postgres schema of svc (default: svc, or env SERVICE_SCHEMA)");
+    .option("--schema <name>", "Postgres schema of svc (default: svc, or env SERVICE_SCHEMA)", schemaArg);
+}
+
+/** Adds the shared connection options to a command. */
+export function withDb(cmd: Command): Command {
+  return connectTimeoutOption(dbOptions(cmd));
+}
+
+/** `--schema` of the command or the program, else SERVICE_SCHEMA (a bad one is a usage error), else undefined. */
+export function schemaOf(cmd: Command): string | undefined {
+  const flag = cmd.optsWithGlobals().schema;
+  if (flag !== undefined) return flag;
+  const v = env("SERVICE_SCHEMA");
+  if (v === undefined) return undefined;
+  try {
+    return schemaNames(v).schema;
+  } catch (e) {
+    throw new UsageError(`SERVICE_SCHEMA: ${(e as Error).message}`);
+  }
+}
+
+/** `--connect-timeout` of the command or the program, in seconds. */
+export function connectTimeoutOf(cmd: Command): number {
+  return cmd.optsWithGlobals().connectTimeout ?? DEFAULT_CONNECT_TIMEOUT;
+}
+
+/**
+ * Opens the client's first connection within `--connect-timeout`: an address that answers but is not
+ * PostgreSQL would otherwise keep a command waiting for ever. A refused or failed connection throws as
+ * the driver reports it; the deadline throws a ConnectTimeoutError naming the fix.
+ */
+export async function connectCli(client: Client, cmd: Command): Promise<void> {
+  await connectWithin(client.db.query("select 1"), {
+    timeoutMs: connectTimeoutOf(cmd) * 1000,
+    target: poolTarget(client.sql),
+    fix: "--database-url / DATABASE_URL and that PostgreSQL is running there (or raise --connect-timeout)",
+    end: () => client.sql.end({ timeout: 0 }),
+  });
 }
 
 /** The database URL from the command, the program, or DATABASE_URL. */
 export function databaseUrl(cmd: Command): string {
-  const url = cmd.optsWithGlobals().databaseUrl ?? env("DATABASE_URL");
+  // Checked here rather than by commander, whose message would repeat the value (and its password).
+  const flag = cmd.optsWithGlobals().databaseUrl;
+  const url = flag || env("DATABASE_URL");
   if (!url) {
     throw new UsageError("no database: pass --database-url postgres://user@host:5432/db or set DATABASE_URL");
   }
-  return url;
+  try {
+    return checkDatabaseUrl(url, flag ? "--database-url" : "DATABASE_URL");
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
 }
 
-/** A one-connection client for an operator command (contract section 8). */
-export function cliClient(cmd: Command, connectTimeout = 5): Client {
-  const o = cmd.optsWithGlobals();
+/**
+ * A one-connection client for an operator command (contract section 8). The driver's own connect
+ * timeout is a second longer than `--connect-timeout`, so that the deadline of `connectCli` speaks first.
+ */
+export function cliClient(cmd: Command): Client {
   return createClient({
     databaseUrl: databaseUrl(cmd),
-    schema: o.schema ?? env("SERVICE_SCHEMA"),
+    schema: schemaOf(cmd),
     maxConnections: 1,
-    connectTimeout,
+    connectTimeout: connectTimeoutOf(cmd) + 1,
   });
 }
 
@@ -53,6 +148,7 @@ export function cliClient(cmd: Command, connectTimeout = 5): Client {
 export async function withClient<T>(cmd: Command, fn: (c: Client) => Promise<T>): Promise<T> {
   const client = cliClient(cmd);
   try {
+    await connectCli(client, cmd);
     return await fn(client);
   } catch (e) {
     throw toCliError(e);
@@ -65,6 +161,11 @@ export async function withClient<T>(cmd: Command, fn: (c: Client) => Promise<T>)
 export function toCliError(e: unknown): CliError {
   if (e instanceof CliError) return e;
   if (e instanceof JobNotFoundError) return new CliError(`${e.message}; check the id with \`svc job list\``);
+  if (e instanceof QueueNotFoundError) {
+    return new CliError(
+      `${e.message}; check the name with \`svc queue list\`, or pass --create to act on it ahead of its first job`,
+    );
+  }
   if (e instanceof CronNotFoundError) {
     return new CliError(`${e.message}; list the schedules with \`svc cron list\``);
   }
@@ -72,9 +173,15 @@ export function toCliError(e: unknown): CliError {
   const err = e as { code?: string; message?: string; errno?: string };
   const msg = String(err?.message ?? e).split("\n")[0];
   if (
-    ["ECONNREFUSED", "CONNECT_TIMEOUT", "ENOTFOUND", "EHOSTUNREACH", "CONNECTION_CLOSED"].includes(
-      err?.code ?? "",
-    ) ||
+    [
+      "ECONNREFUSED",
+      "CONNECT_TIMEOUT",
+      "ENOTFOUND",
+      "EHOSTUNREACH",
+      "CONNECTION_CLOSED",
+      "EPIPE",
+      "ECONNRESET",
+    ].includes(err?.code ?? "") ||
     /connect|ECONNREFUSED|timeout/i.test(msg)
   ) {
     return new CliError(
@@ -103,36 +210,36 @@ export function intArg(name: string, min: number, max: number): (v: string) => n
   };
 }
 
-/** An argument parser for a JSON object (`--args '{"to":"a@example.com"}'`). */
+/**
+ * An argument parser for a JSON object (`--args '{"to":"a@example.com"}'`), under the input rules of
+ * the HTTP API: nothing PostgreSQL cannot store, no number a double would change.
+ */
 export function jsonObjectArg(name: string): (v: string) => Record<string, unknown> {
   return (v) => {
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(v);
-    } catch (e) {
+    const parsed = parseJsonInput(v);
+    if (!parsed.ok) {
       throw new InvalidArgumentError(
-        `${name} is not valid JSON (${
-          (e as Error).message
-        }); pass an object such as '{"to":"a@example.com"}'`,
+        parsed.syntax
+          ? `${name} is ${parsed.problem}; pass an object such as '{"to":"a@example.com"}'`
+          : `${name}: ${parsed.problem}`,
       );
     }
-    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+    const o = parsed.value;
+    if (typeof o !== "object" || o === null || Array.isArray(o)) {
       throw new InvalidArgumentError(`${name} must be a JSON object such as '{"to":"a@example.com"}'`);
     }
-    return parsed as Record<string, unknown>;
+    return o as Record<string, unknown>;
   };
 }
 
-/** An argument parser for an RFC 3339 time with a zone (`2026-12-01T09:00:00Z`). */
+/** An argument parser for an RFC 3339 time with a zone (`2026-12-01T09:00:00Z`) of a day that exists. */
 export function timeArg(name: string): (v: string) => Date {
   return (v) => {
-    const d = new Date(v);
-    if (
-      !/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/i.test(v) ||
-      Number.isNaN(d.getTime())
-    ) {
+    const d = parseRfc3339(v);
+    if (d === null) {
       throw new InvalidArgumentError(
-        `${name} must be an RFC 3339 time with a zone, e.g. 2026-12-01T09:00:00Z`,
+        `${name} must be an RFC 3339 time with a zone of a day that exists (years 0001 to 9999), ` +
+          "e.g. 2026-12-01T09:00:00Z",
       );
     }
     return d;
@@ -167,7 +274,7 @@ export function poolSizeOption(v: string, what = "--pool-max"): number {
 
 /**
  * The pool of a serving command (`serve`, `callbacks serve`): `--pool-max`, else SERVICE_POOL_MAX,
- * else 10 connections, with a 5 s connect timeout.
+ * else 10 connections; open its first connection with `connectCli`.
  */
 export function servingClient(cmd: Command, poolMax: number | undefined): Client {
   let size = poolMax;
@@ -180,8 +287,8 @@ export function servingClient(cmd: Command, poolMax: number | undefined): Client
   }
   return createClient({
     databaseUrl: databaseUrl(cmd),
-    schema: cmd.optsWithGlobals().schema ?? env("SERVICE_SCHEMA"),
+    schema: schemaOf(cmd),
     maxConnections: size,
-    connectTimeout: 5,
+    connectTimeout: connectTimeoutOf(cmd) + 1,
   });
 }

@@ -3,7 +3,18 @@ import { Command, InvalidArgumentError } from "commander";
 import { type CronSchedule, cronToJson } from "../cron/definition.ts";
 import { validateSchedule } from "../cron/schedule.ts";
 import { jobToJson } from "../wire.ts";
-import { intArg, jsonObjectArg, printJson, printTable, timeText, withClient, withDb } from "./common.ts";
+import {
+  cronNameArg,
+  intArg,
+  jsonObjectArg,
+  kindArg,
+  printJson,
+  printTable,
+  queueArg,
+  timeText,
+  withClient,
+  withDb,
+} from "./common.ts";
 
 /** Checks a cron expression (or, with `zone`, a time zone) while parsing: a bad one is a usage error. */
 function scheduleArg(zone: boolean): (v: string) => string {
@@ -66,15 +77,15 @@ function listCommand(): Command {
 function addCommand(): Command {
   return withDb(new Command("add"))
     .description("create or replace a schedule (a worker declaring the same name replaces it at its start)")
-    .argument("<name>", "schedule name (A-Z a-z 0-9 _ . : -)")
+    .argument("<name>", "schedule name (A-Z a-z 0-9 _ . : -)", cronNameArg)
     .requiredOption(
       "--schedule <expr>",
       'cron expression: 5 fields, or 6 with leading seconds, e.g. "0 3 * * *"',
       scheduleArg(false),
     )
-    .requiredOption("--kind <kind>", "job kind to enqueue at each fire")
+    .requiredOption("--kind <kind>", "job kind to enqueue at each fire", kindArg)
     .option("--args <json>", "the job's args, a JSON object", jsonObjectArg("--args"), {})
-    .option("--queue <queue>", "queue of the jobs", "default")
+    .option("--queue <queue>", "queue of the jobs", queueArg, "default")
     .option("--timezone <zone>", "IANA time zone the expression is read in", scheduleArg(true), "UTC")
     .option("--priority <n>", "1 (highest) to 4", intArg("--priority", 1, 4), 2)
     .option("--max-attempts <n>", "attempts per job (1 to 1000)", intArg("--max-attempts", 1, 1000), 25)
@@ -109,7 +120,7 @@ function addCommand(): Command {
 function triggerCommand(): Command {
   return withDb(new Command("trigger"))
     .description("enqueue the schedule's job now (its fire times are unchanged; works while paused)")
-    .argument("<name>", "schedule name")
+    .argument("<name>", "schedule name", cronNameArg)
     .option("--json", "print the job as JSON")
     .action(async (name: string, o, cmd: Command) => {
       await withClient(cmd, async (client) => {
@@ -127,7 +138,7 @@ function pauseResume(verb: "pause" | "resume"): Command {
         ? "stop enqueuing the schedule's jobs"
         : "enqueue the schedule's jobs again (fire times that passed while paused are skipped)",
     )
-    .argument("<name>", "schedule name")
+    .argument("<name>", "schedule name", cronNameArg)
     .option("--json", "print the schedule as JSON")
     .action(async (name: string, o, cmd: Command) => {
       await withClient(cmd, async (client) => {
@@ -140,7 +151,7 @@ function pauseResume(verb: "pause" | "resume"): Command {
 function removeCommand(): Command {
   return withDb(new Command("remove"))
     .description("delete a schedule (a worker still declaring it adds it back when it starts)")
-    .argument("<name>", "schedule name")
+    .argument("<name>", "schedule name", cronNameArg)
     .action(async (name: string, _o, cmd: Command) => {
       await withClient(cmd, async (client) => {
         await client.removeCron(name);

@@ -9,7 +9,7 @@ import { Command } from "commander";
 import { type Dev, startDev } from "../dev/dev.ts";
 import { EmbeddedPostgresError, killEmbeddedServers } from "../dev/embedded_postgres.ts";
 import { env, eprintln, exit, onShutdownSignal } from "../runtime/runtime.ts";
-import { CliError, intArg, toCliError, UsageError, withDb } from "./common.ts";
+import { CliError, connectTimeoutOf, intArg, schemaOf, toCliError, UsageError, withDb } from "./common.ts";
 
 /** A database URL without its password, for printing. */
 function shownUrl(url: string): string {
@@ -80,12 +80,13 @@ export function devCommand(): Command {
         try {
           dev = await startDev({
             databaseUrl,
-            schema: g.schema ?? env("SERVICE_SCHEMA"),
+            schema: schemaOf(cmd),
             dataDir: o.dataDir,
             fresh: o.fresh === true,
             pgPort: o.pgPort,
             port: o.port,
             everyMs: o.every * 1000,
+            connectTimeout: connectTimeoutOf(cmd) * 1000,
           });
         } catch (e) {
           throw e instanceof EmbeddedPostgresError ? new CliError(e.message) : toCliError(e);

@@ -5,7 +5,8 @@
  */
 import { Command } from "commander";
 import type { ClusterHealth } from "../types.ts";
-import { cliClient, CliError, intArg, printJson, withDb } from "./common.ts";
+import { ConnectTimeoutError } from "../errors.ts";
+import { cliClient, CliError, connectCli, printJson, withDb } from "./common.ts";
 
 /** The report as `svc health` prints it. */
 export function healthText(h: ClusterHealth): string {
@@ -27,18 +28,18 @@ export function healthCommand(): Command {
       "report whether the cluster is ready: database reachable, schema migrated, storage, live workers",
     )
     .option("--json", "print the report as a JSON object")
-    .option(
-      "--connect-timeout <seconds>",
-      "give up reaching the database after this long",
-      intArg("--connect-timeout", 1, 300),
-      5,
-    )
     .addHelpText("after", "\nExit codes: 0 ready, 1 unreachable or not migrated, 2 usage error.")
     .action(async (o, cmd: Command) => {
-      const client = cliClient(cmd, o.connectTimeout);
+      const client = cliClient(cmd);
       let report: ClusterHealth;
       try {
+        // Past the deadline the pool is ended: the report then says unreachable, with the deadline's reason.
+        const deadline = await connectCli(client, cmd).then(
+          () => null,
+          (e) => (e instanceof ConnectTimeoutError ? e : null),
+        );
         report = await client.healthCheck();
+        if (deadline) report = { ...report, reason: deadline.message };
       } finally {
         await client.close().catch(() => {});
       }

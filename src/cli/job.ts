@@ -5,10 +5,13 @@ import { jobToJson } from "../wire.ts";
 import { type Job, JOB_STATES, type JobState } from "../types.ts";
 import {
   CliError,
+  cursorArg,
   intArg,
   jsonObjectArg,
+  kindArg,
   printJson,
   printTable,
+  queueArg,
   timeArg,
   timeText,
   withClient,
@@ -43,9 +46,9 @@ function listCommand(): Command {
     .description("list jobs, newest first")
     .option("--state <states>", `only these states, comma-separated (${JOB_STATES.join(", ")})`, parseStates)
     .option("--kind <kind>", "only this job kind")
-    .option("--queue <queue>", "only this queue")
+    .option("--queue <queue>", "only this queue", queueArg)
     .option("--limit <n>", "at most this many jobs (1 to 1000)", intArg("--limit", 1, 1000), 50)
-    .option("--cursor <cursor>", "the next page: the next_cursor of the previous page")
+    .option("--cursor <cursor>", "the next page: the next_cursor of the previous page", cursorArg)
     .option("--json", "print JSON: {jobs, next_cursor}")
     .action(async (o, cmd: Command) => {
       await withClient(cmd, async (client) => {
@@ -92,9 +95,9 @@ function getCommand(): Command {
 function enqueueCommand(): Command {
   return withDb(new Command("enqueue"))
     .description("enqueue a job")
-    .argument("<kind>", "job kind (the handler's name)")
+    .argument("<kind>", "job kind (the handler's name)", kindArg)
     .option("--args <json>", "the job's args, a JSON object", jsonObjectArg("--args"), {})
-    .option("--queue <queue>", "queue", "default")
+    .option("--queue <queue>", "queue", queueArg, "default")
     .option("--priority <n>", "1 (highest) to 4", intArg("--priority", 1, 4), 2)
     .option(
       "--run-at <time>",
@@ -176,7 +179,7 @@ function retryFailedCommand(): Command {
   return withDb(new Command("retry-failed"))
     .description("run every failed job again (optionally of one kind or queue)")
     .option("--kind <kind>", "only this job kind")
-    .option("--queue <queue>", "only this queue")
+    .option("--queue <queue>", "only this queue", queueArg)
     .option("--json", "print JSON: {count}")
     .action(async (o, cmd: Command) => {
       await withClient(cmd, async (client) => {

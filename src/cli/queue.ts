@@ -1,7 +1,7 @@
 /** `svc queue list|pause|resume`. */
 import { Command } from "commander";
 import { queueToJson } from "../wire.ts";
-import { printJson, printTable, withClient, withDb } from "./common.ts";
+import { printJson, printTable, queueArg, withClient, withDb } from "./common.ts";
 
 function ageText(seconds: number | null): string {
   if (seconds === null) return "-";
@@ -58,10 +58,17 @@ function pauseResume(name: "pause" | "resume"): Command {
         ? "stop workers claiming jobs from a queue (running jobs go on; enqueue still works)"
         : "let workers claim jobs from a paused queue again",
     )
-    .argument("<name>", "queue name")
-    .action(async (queue: string, _o, cmd: Command) => {
+    .argument("<name>", "queue name", queueArg)
+    .option(
+      "--create",
+      name === "pause"
+        ? "pause a queue that has no jobs and no worker yet (without it, an unknown queue is refused)"
+        : "accept a queue that has no jobs and no worker yet (without it, an unknown queue is refused)",
+    )
+    .action(async (queue: string, o, cmd: Command) => {
       await withClient(cmd, async (client) => {
-        await (name === "pause" ? client.pauseQueue(queue) : client.resumeQueue(queue));
+        const opts = { create: o.create === true };
+        await (name === "pause" ? client.pauseQueue(queue, opts) : client.resumeQueue(queue, opts));
         console.log(`queue ${queue} ${name === "pause" ? "paused" : "resumed"}`);
       });
     });

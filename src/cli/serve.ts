@@ -1,6 +1,8 @@
 /**
  * `svc serve`: the operator process (contract 4.4): the admin UI, the admin REST API under `/api`
- * and the callback receiver under `/api/callbacks`, behind one router with permissive CORS.
+ * and the callback receiver under `/api/callbacks`, behind one router. CORS is permissive for reads;
+ * changes from another site's pages are refused unless listed with `--cors-origin`; `--auth-token`
+ * (or SERVICE_AUTH_TOKEN) makes the API require a token.
  */
 import { Command, InvalidArgumentError } from "commander";
 import type { Client } from "../client/client.ts";
@@ -11,6 +13,7 @@ import { serveUntilSignal as listenUntilSignal } from "./listen.ts";
 import { callbackAuth } from "./callbacks.ts";
 import {
   CliError,
+  connectCli,
   DEFAULT_POOL_MAX,
   poolSizeOption,
   servingClient,
@@ -46,6 +49,19 @@ function origin(v: string, previous: string[] = []): string[] {
   return [...previous, u.origin];
 }
 
+/**
+ * `--auth-token` / SERVICE_AUTH_TOKEN: 1 to 4096 visible ASCII characters, no spaces. Checked in the
+ * action rather than by commander, whose message would repeat the value.
+ */
+function authToken(v: string, what: string): string {
+  if (!/^[\x21-\x7e]{1,4096}$/.test(v)) {
+    throw new UsageError(
+      `${what} must be 1 to 4096 visible ASCII characters without spaces (generate one with: openssl rand -hex 32)`,
+    );
+  }
+  return v;
+}
+
 /** Whether an environment flag is on (`1`, `true`, `yes`, `on`). */
 function envFlag(name: string): boolean {
   const v = env(name)?.toLowerCase();
@@ -76,14 +92,29 @@ export function serveCommand(): Command {
     )
     .option(
       "--cors-origin <origin>",
-      "allow only this origin by CORS (repeatable; default: any origin)",
+      "allow only this origin by CORS, and let its pages make changes (repeatable; default: any origin may " +
+        "read, only this server's own pages may change)",
       origin,
+    )
+    .option(
+      "--auth-token <token>",
+      "require this token on /api (Authorization: Bearer, or the UI's login form) except /api/capabilities " +
+        "and the callbacks (default: env SERVICE_AUTH_TOKEN; none: no token)",
     )
     .action(async (o, cmd: Command) => {
       const readOnly = o.readOnly === true || envFlag("SERVICE_READ_ONLY");
+      const tokenEnv = env("SERVICE_AUTH_TOKEN");
+      const token = o.authToken !== undefined
+        ? authToken(o.authToken, "--auth-token")
+        : tokenEnv !== undefined
+        ? authToken(tokenEnv, "SERVICE_AUTH_TOKEN")
+        : undefined;
       const auth = callbackAuth(o.callbackHmacSecret ?? env("SERVICE_CALLBACK_HMAC_SECRET"), true);
       const client = servingClient(cmd, o.poolMax);
       try {
+        await connectCli(client, cmd).catch((e) => {
+          throw toCliError(e);
+        });
         await checkSchema(client);
         await serveUntilSignal(client, {
           host: o.host,
@@ -91,6 +122,7 @@ export function serveCommand(): Command {
           readOnly,
           auth,
           corsOrigins: o.corsOrigin ?? [],
+          authToken: token,
         });
       } finally {
         await client.close().catch(() => {});
@@ -118,12 +150,14 @@ async function serveUntilSignal(
     readOnly: boolean;
     auth: ReturnType<typeof callbackAuth>;
     corsOrigins: string[];
+    authToken?: string;
   },
 ): Promise<void> {
   const app = createAdminServer(client, {
     callbackAuth: o.auth,
     readOnly: o.readOnly,
     corsOrigins: o.corsOrigins,
+    authToken: o.authToken,
     logger: { info: (line: string) => console.log(line), error: (line: string) => eprintln(line) },
   });
   await listenUntilSignal(o.host, o.port, app.fetch, ({ hostname, port }) => {
@@ -135,14 +169,17 @@ async function serveUntilSignal(
 function announce(
   hostname: string,
   port: number,
-  o: { readOnly: boolean; auth: ReturnType<typeof callbackAuth>; corsOrigins: string[] },
+  o: { readOnly: boolean; auth: ReturnType<typeof callbackAuth>; corsOrigins: string[]; authToken?: string },
 ): void {
   const wildcard = hostname === "0.0.0.0" || hostname === "::";
   const shown = wildcard ? "127.0.0.1" : hostname.includes(":") ? `[${hostname}]` : hostname;
   const notes = [
     "API under /api",
     o.readOnly ? "read-only" : `callbacks ${o.auth.kind}`,
-    o.corsOrigins.length ? `CORS: ${o.corsOrigins.join(" ")}` : "CORS: any origin",
+    o.corsOrigins.length
+      ? `CORS: ${o.corsOrigins.join(" ")}`
+      : "CORS: any origin reads, changes only from this server's pages",
+    o.authToken ? "token required" : "no token",
   ];
   if (wildcard) notes.unshift(`listening on all interfaces (${hostname})`);
   console.log(`svc serve: open http://${shown}:${port}/ (${notes.join("; ")})`);

@@ -19,10 +19,11 @@ import type {
   QueueInfo,
   RuntimeInfo,
 } from "../types.ts";
-import { UniqueConflictError, ValidationError } from "../errors.ts";
+import { QueueNotFoundError, UniqueConflictError, ValidationError } from "../errors.ts";
 import { normalizeEnqueue, validateQueueName } from "./enqueue_input.ts";
 import { type CallbackResult, resolveExternal } from "./external.ts";
 import { env } from "../runtime/runtime.ts";
+import { checkJobCursor, checkText } from "../validation.ts";
 import { type CronMethods, cronMethods } from "./cron.ts";
 
 /** Options of `createClient`. */
@@ -79,8 +80,13 @@ export interface Client extends CronMethods {
   retry(id: number): Promise<Job>;
   bulkCancel(filter: JobFilter): Promise<number>;
   bulkRetry(filter: JobFilter): Promise<number>;
-  pauseQueue(name: string): Promise<void>;
-  resumeQueue(name: string): Promise<void>;
+  /**
+   * Pauses a queue: workers stop claiming its jobs. An unknown queue (no jobs, never paused, no live
+   * worker serving it) is refused with a QueueNotFoundError unless `create` (pausing ahead of its jobs).
+   */
+  pauseQueue(name: string, opts?: { create?: boolean }): Promise<void>;
+  /** Resumes a queue; an unknown one is refused like `pauseQueue`'s unless `create`. */
+  resumeQueue(name: string, opts?: { create?: boolean }): Promise<void>;
   listQueues(): Promise<QueueInfo[]>;
   listRuntimes(): Promise<RuntimeInfo[]>;
   getCallback(id: string): Promise<CallbackRecord | null>;
@@ -124,6 +130,14 @@ export function createClient(opts: ClientOptions = {}): Client {
     return jobs;
   };
 
+  const knownQueue = async (name: string, create = false): Promise<string> => {
+    validateQueueName(name);
+    if (!create && !(await engine.queueKnown(name, 3 * heartbeatInterval))) {
+      throw new QueueNotFoundError(name);
+    }
+    return name;
+  };
+
   const client: Client = {
     schema: names.schema,
     get sql(): Sql {
@@ -159,13 +173,17 @@ export function createClient(opts: ClientOptions = {}): Client {
         })
       ),
     getJob: (id) => engine.getJob(checkId(id)),
-    listJobs: (o = {}) => engine.listJobs(o),
+    listJobs: async (o = {}) => await engine.listJobs(checkFilter(o)),
     cancel: (id) => engine.cancel(checkId(id)),
     retry: (id) => engine.retry(checkId(id)),
-    bulkCancel: (f) => engine.bulkCancel(f),
-    bulkRetry: (f) => engine.bulkRetry(f),
-    pauseQueue: (name) => engine.pauseQueue(validateQueueName(name)),
-    resumeQueue: (name) => engine.resumeQueue(validateQueueName(name)),
+    bulkCancel: async (f) => await engine.bulkCancel(checkFilter(f)),
+    bulkRetry: async (f) => await engine.bulkRetry(checkFilter(f)),
+    async pauseQueue(name, o = {}) {
+      await engine.pauseQueue(await knownQueue(name, o.create));
+    },
+    async resumeQueue(name, o = {}) {
+      await engine.resumeQueue(await knownQueue(name, o.create));
+    },
     listQueues: () => engine.listQueues(),
     listRuntimes: () => engine.listRuntimes(3 * heartbeatInterval),
     getCallback: (id) => engine.getCallback(id),
@@ -198,6 +216,15 @@ function checkId(id: number): number {
     throw new ValidationError(`job id must be a positive integer, got ${id}`);
   }
   return id;
+}
+
+/** Refuses filter text PostgreSQL cannot take (NUL, lone surrogates) and cursors no page gave. */
+function checkFilter<T extends JobFilter & { tag?: string; q?: string; cursor?: string }>(f: T): T {
+  for (const k of ["kind", "queue", "tag", "q"] as const) {
+    if (typeof f[k] === "string") checkText(k, f[k]);
+  }
+  if (f.cursor !== undefined) checkJobCursor(f.cursor);
+  return f;
 }
 
 /**

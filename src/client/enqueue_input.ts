@@ -3,6 +3,7 @@
  * computed here: the options go to the database, whose `unique_key()` is the one definition.
  */
 import { ValidationError } from "../errors.ts";
+import { checkDate, checkJsonValue, checkText } from "../validation.ts";
 import type { EnqueueItem } from "../types.ts";
 import type { NewJob } from "../storage/engine.ts";
 
@@ -32,13 +33,10 @@ export function normalizeEnqueue(item: EnqueueItem): NewJob {
   if (typeof kind !== "string" || kind.length === 0 || kind.length > 255) {
     throw new ValidationError("kind must be a non-empty string of at most 255 characters");
   }
+  checkText("kind", kind);
   const args = item.args === undefined ? {} : item.args;
   if (!isPlainObject(args)) throw new ValidationError(`args of ${kind} must be a JSON object`);
-  try {
-    JSON.stringify(args);
-  } catch (e) {
-    throw new ValidationError(`args of ${kind} must be JSON-serializable: ${(e as Error).message}`);
-  }
+  checkJsonValue(`args of ${kind}`, args);
   const queue = validateQueueName(item.queue ?? "default");
   const priority = item.priority ?? 2;
   if (!Number.isInteger(priority) || priority < 1 || priority > 4) {
@@ -53,15 +51,15 @@ export function normalizeEnqueue(item: EnqueueItem): NewJob {
     );
   }
   const runAt = item.runAt ?? null;
-  if (runAt !== null && (!(runAt instanceof Date) || Number.isNaN(runAt.getTime()))) {
-    throw new ValidationError("runAt must be a valid Date");
-  }
+  if (runAt !== null) checkDate("runAt", runAt);
   const tags = item.tags ?? [];
   if (!Array.isArray(tags) || tags.some((t) => typeof t !== "string")) {
     throw new ValidationError("tags must be an array of strings");
   }
+  tags.forEach((t, i) => checkText(`tags[${i}]`, t));
   const metadata = item.metadata ?? {};
   if (!isPlainObject(metadata)) throw new ValidationError("metadata must be a JSON object");
+  checkJsonValue("metadata", metadata);
 
   let unique: NewJob["unique"] = null;
   if (item.unique) {

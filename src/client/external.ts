@@ -2,6 +2,7 @@
 import type { StorageEngine } from "../storage/engine.ts";
 import type { JobState } from "../types.ts";
 import { CallbackNotFoundError, CallbackNotPendingError, ValidationError } from "../errors.ts";
+import { checkJsonValue, checkText } from "../validation.ts";
 
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -13,7 +14,10 @@ export interface CallbackResult {
   timeoutAt?: Date;
 }
 
-/** Resolves a callback, mapping "not found" and "not pending" to their errors. */
+/**
+ * Resolves a callback, mapping "not found" and "not pending" to their errors. A payload or error that
+ * cannot be stored is a ValidationError before anything reaches SQL.
+ */
 export async function resolveExternal(
   engine: StorageEngine,
   callbackId: string,
@@ -23,6 +27,9 @@ export async function resolveExternal(
   if (typeof callbackId !== "string" || !UUID_RE.test(callbackId)) {
     throw new ValidationError(`callback id must be a UUID, got ${JSON.stringify(callbackId)}`);
   }
+  // What PostgreSQL would refuse fails here, alone, instead of failing a batch of resolutions it shares.
+  if (args.payload !== undefined) checkJsonValue("payload", args.payload);
+  if (typeof args.error === "string") checkText("error", args.error);
   const r = await engine.resolveCallback(callbackId, action, args);
   if (r.outcome === "not_found") throw new CallbackNotFoundError(callbackId);
   if (r.outcome === "not_pending") throw new CallbackNotPendingError(callbackId, r.state);

@@ -3,6 +3,7 @@
  * stand in for postgres.js later. `fromPostgres` wraps a postgres.js `sql` or transaction.
  */
 import postgres from "postgres";
+import { ConnectTimeoutError } from "../errors.ts";
 
 /** A row as the driver returns it. */
 export type Row = Record<string, any>;
@@ -60,4 +61,38 @@ export function fromPostgres(sql: any): Db {
         ? sql.begin((tx: unknown) => fn(fromPostgres(tx)))
         : sql.savepoint((tx: unknown) => fn(fromPostgres(tx))),
   };
+}
+
+/** `host:port/database` of a pool, without user or password (for messages). */
+export function poolTarget(sql: Sql | undefined): string {
+  const o = sql?.options as { host?: string[]; port?: number[]; database?: string } | undefined;
+  if (!o?.host?.length) return "the database";
+  return `${o.host[0]}:${o.port?.[0] ?? 5432}${o.database ? `/${o.database}` : ""}`;
+}
+
+/**
+ * The first connection, with a real deadline. postgres.js reconnects without end to an address that
+ * accepts and closes (a service that is not PostgreSQL), so a first query there never settles, whatever
+ * its `connect_timeout`. `probe` (the first query) races `timeoutMs`; when the deadline wins, `end`
+ * stops the pool at once and a ConnectTimeoutError naming `target` (see `poolTarget`) and `fix` is thrown.
+ */
+export async function connectWithin<T>(
+  probe: Promise<T>,
+  o: { timeoutMs: number; target: string; fix: string; end: () => Promise<unknown> },
+): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new ConnectTimeoutError(o.target, o.timeoutMs, o.fix)),
+      o.timeoutMs,
+    );
+  });
+  try {
+    return await Promise.race([probe, deadline]);
+  } catch (e) {
+    if (e instanceof ConnectTimeoutError) await o.end().catch(() => {});
+    throw e;
+  } finally {
+    clearTimeout(timer);
+  }
 }

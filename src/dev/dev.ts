@@ -6,6 +6,7 @@
  * undoes all of it in order, the embedded server last.
  */
 import { type Client, createClient } from "../client/client.ts";
+import { connectWithin, poolTarget } from "../db/connection.ts";
 import { createAdminServer } from "../http/server.ts";
 import { type HttpServer, serveHttp } from "../runtime/runtime.ts";
 import type { Logger } from "../types.ts";
@@ -38,6 +39,8 @@ export interface DevOptions {
   everyMs?: number;
   /** Where the progress lines go (default console). */
   log?: (line: string) => void;
+  /** Deadline of the first connection to `databaseUrl`, in ms (default 5 000). */
+  connectTimeout?: number;
 }
 
 /** A running `svc dev`. */
@@ -101,6 +104,16 @@ export async function startDev(o: DevOptions = {}): Promise<Dev> {
     }
     const client = createClient({ databaseUrl, schema: o.schema, maxConnections: 5 });
     undo.push(() => client.close());
+    if (o.databaseUrl) {
+      // The user's database: an address that answers but is not PostgreSQL must not hang svc dev.
+      await connectWithin(client.db.query("select 1"), {
+        timeoutMs: o.connectTimeout ?? 5_000,
+        target: poolTarget(client.sql),
+        fix:
+          "--database-url / DATABASE_URL and that PostgreSQL is running there (or raise --connect-timeout)",
+        end: () => client.sql.end({ timeout: 0 }),
+      });
+    }
     const m = await client.migrate();
     if (m.applied.length) log(`svc dev: schema ${client.schema} migrated to version ${m.to}`);
 

@@ -3,7 +3,8 @@
  * `{prefix}/{callback_id}/complete|fail|heartbeat`, as a fetch handler that `Deno.serve`, Hono or any
  * Web-standard server can mount. `svc callbacks serve` and `svc serve` both use it, so they answer alike.
  *
- * Checks, in order: read-only 503, signature 401, callback id 400, body over 1 MiB 413, body 400,
+ * Checks, in order: read-only 503, signature 401, callback id 400, body over 1 MiB 413, body 400 (not
+ * JSON, a field of the wrong type, or JSON that cannot be stored as sent: see `src/validation.ts`),
  * unknown callback 404, not pending 409, then 200 with `{job_id, callback_id, state}`.
  */
 import type { Client } from "../client/client.ts";
@@ -18,6 +19,7 @@ import {
 import { SIGNATURE_HEADER, verify } from "../contract/signature.ts";
 import { ValidationError } from "../errors.ts";
 import type { Logger } from "../types.ts";
+import { parseJsonInput } from "../validation.ts";
 import { errorResponse, HttpError, json } from "./errors.ts";
 
 /** Largest request body accepted, in bytes (1 MiB). */
@@ -29,12 +31,6 @@ export const MAX_HEARTBEAT_SECONDS = 2_592_000;
 /** How callers are authenticated: by the signature of the callback id, or not at all (trusted networks only). */
 export type CallbackAuth = { kind: "signed"; secret: Uint8Array } | { kind: "unsigned" };
 
-/** CORS for the receiver (only `svc serve` wants it; `callbacks serve` applies none). */
-export interface CallbackCorsOptions {
-  /** Allowed origins; absent or empty means any origin (`*`). */
-  origins?: string[];
-}
-
 /** Options of {@link createCallbackRouter}. */
 export interface CallbackRouterOptions {
   /** Path prefix of the three routes (default `/api/callbacks`); must match the workers' `callbackPathPrefix`. */
@@ -43,8 +39,6 @@ export interface CallbackRouterOptions {
   auth: CallbackAuth;
   /** Answer every callback with 503 `read_only` before any other check (`svc serve --read-only`). */
   readOnly?: boolean;
-  /** Adds CORS headers and answers preflights; off by default. */
-  cors?: CallbackCorsOptions;
   /** Where 500 details go (default console). */
   logger?: Pick<Logger, "error">;
 }
@@ -70,7 +64,6 @@ export function createCallbackRouter(client: Client, opts: CallbackRouterOptions
   const prefix = normalizePathPrefix(opts.pathPrefix ?? DEFAULT_CALLBACK_PATH_PREFIX);
   const readOnly = opts.readOnly ?? false;
   const logger = opts.logger ?? console;
-  const cors = opts.cors ? corsHeaders(opts.cors) : null;
 
   const notFound = (path: string) =>
     new HttpError(
@@ -83,10 +76,9 @@ export function createCallbackRouter(client: Client, opts: CallbackRouterOptions
   const route = async (req: Request, path: string): Promise<Response> => {
     const m = matchRoute(path.slice(prefix.length));
     if (!m) throw notFound(path);
-    if (req.method === "OPTIONS" && cors) return new Response(null, { status: 204 });
     if (req.method !== "POST") {
       throw new HttpError("method_not_allowed", `${req.method} is not allowed here: use POST`, {
-        allow: cors ? "POST, OPTIONS" : "POST",
+        allow: "POST",
       });
     }
     if (readOnly) {
@@ -120,14 +112,11 @@ export function createCallbackRouter(client: Client, opts: CallbackRouterOptions
   const handle = async (req: Request): Promise<Response | null> => {
     const path = new URL(req.url).pathname;
     if (!underPrefix(path)) return null;
-    let res: Response;
     try {
-      res = await route(req, path);
+      return await route(req, path);
     } catch (e) {
-      res = errorResponse(e, logger, `${req.method} ${path}`);
+      return errorResponse(e, logger, `${req.method} ${path}`);
     }
-    if (cors) cors(req, res.headers);
-    return res;
   };
 
   return {
@@ -150,9 +139,12 @@ function checkAuth(auth: CallbackAuth | undefined): CallbackAuth {
   );
 }
 
-/** `/{id}/{action}` → its parts; anything else (missing, extra or empty segments, unknown action) → null. */
+/**
+ * `/{id}/{action}` (a trailing slash is ignored) → its parts; anything else (missing, extra or empty
+ * segments, unknown action) → null.
+ */
 function matchRoute(rest: string): { callbackId: string; action: CallbackAction } | null {
-  const parts = rest.split("/");
+  const parts = (rest.endsWith("/") ? rest.slice(0, -1) : rest).split("/");
   if (parts.length !== 3 || parts[0] !== "" || parts[1] === "") return null;
   const action = parts[2] as CallbackAction;
   if (!CALLBACK_ACTIONS.includes(action)) return null;
@@ -211,11 +203,13 @@ function parseBody(action: CallbackAction, bytes: Uint8Array): Body {
   }
   let v: unknown = {};
   if (text.trim() !== "" || action !== "complete") {
-    try {
-      v = JSON.parse(text);
-    } catch {
-      throw bad("body is not JSON");
+    // What PostgreSQL cannot store (NUL, lone surrogates, deep nesting) or a double would change is
+    // refused here, before the lookup: it never reaches SQL, so it never fails a shared batch.
+    const parsed = parseJsonInput(text, { envelope: true });
+    if (!parsed.ok) {
+      throw bad(parsed.syntax ? "body is not JSON" : `body cannot be stored: ${parsed.problem}`);
     }
+    v = parsed.value;
   }
   if (typeof v !== "object" || v === null || Array.isArray(v)) throw bad("body must be a JSON object");
   const o = v as Record<string, unknown>;
@@ -247,21 +241,4 @@ function resolve(client: Client, id: string, b: Body): Promise<CallbackResult> {
     case "heartbeat":
       return client.heartbeatExternal(id, { timeoutSeconds: b.timeoutSeconds });
   }
-}
-
-/** Sets the CORS headers of a response for the request's origin. */
-function corsHeaders(o: CallbackCorsOptions): (req: Request, h: Headers) => void {
-  const origins = o.origins ?? [];
-  return (req, h) => {
-    const origin = req.headers.get("origin");
-    if (origins.length === 0) h.set("access-control-allow-origin", "*");
-    else if (origin && origins.includes(origin)) h.set("access-control-allow-origin", origin);
-    else return;
-    if (origins.length) h.append("vary", "Origin");
-    if (req.method === "OPTIONS") {
-      h.set("access-control-allow-methods", "POST, OPTIONS");
-      h.set("access-control-allow-headers", `Content-Type, ${SIGNATURE_HEADER}`);
-      h.set("access-control-max-age", "600");
-    }
-  };
 }

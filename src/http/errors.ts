@@ -14,6 +14,8 @@ export const STATUS_BY_CODE: Readonly<Record<string, number>> = {
   invalid_callback_id: 400,
   missing_signature: 401,
   invalid_signature: 401,
+  unauthorized: 401,
+  cross_origin: 403,
   not_found: 404,
   callback_not_found: 404,
   method_not_allowed: 405,

@@ -16,6 +16,8 @@ const errorRef: Schema = { $ref: "#/components/schemas/Error" };
 function errorResponses(r: ApiRoute): Record<string, unknown> {
   const codes = new Set<string>(r.errors);
   if (r.mutates) codes.add("read_only");
+  if (!r.passThrough && r.method === "POST") codes.add("cross_origin");
+  if (!r.passThrough && !r.open) codes.add("unauthorized");
   codes.add("internal");
   const byStatus = new Map<number, string[]>();
   for (const c of codes) {
@@ -70,7 +72,11 @@ export function openApiDocument(routes: readonly ApiRoute[], version: string): R
       version,
       description: "The admin REST API of `svc serve`: JSON in snake_case, times RFC 3339, ids integers. " +
         'Errors are {"error": "<message>", "code": "<code>"}. In read-only mode every mutating route answers ' +
-        "503 read_only before any other check.",
+        "503 read_only before any other check. A POST whose Origin header is another site's (not the server's " +
+        "own, not listed with --cors-origin) is 403 cross_origin. When the server has a token (--auth-token), " +
+        "every route but /api/capabilities, /api/login, /api/logout and the callbacks needs " +
+        "Authorization: Bearer <token> or the session cookie of /api/login: else 401 unauthorized. " +
+        "A trailing slash on a path is ignored.",
     },
     paths,
     components: { schemas: SCHEMAS },

@@ -2,8 +2,11 @@
  * The one router of `svc serve`: the admin REST API under `/api` (route table in
  * `admin_api/routes.ts`), the callback receiver under `/api/callbacks` (the same
  * `createCallbackRouter` as `svc callbacks serve`), and the admin UI with its client-side route
- * fallback everywhere else. CORS is permissive on `/api` unless `corsOrigins` restricts it.
- * In read-only mode every mutating route answers 503 `read_only` before any other check.
+ * fallback everywhere else. CORS is permissive on `/api` unless `corsOrigins` restricts it, but a
+ * mutation from another site's page is refused. Checks before a route runs, in order: read-only 503
+ * `read_only` (mutating routes), 403 `cross_origin` (a POST whose Origin is neither the server's own nor
+ * listed in `corsOrigins`), 401 `unauthorized` (with `authToken`, every route but capabilities, login
+ * and logout). The callback routes skip all three: the receiver applies its own checks.
  */
 import { Hono } from "hono";
 import type { Context } from "hono";
@@ -12,6 +15,8 @@ import type { Client } from "../client/client.ts";
 import { SIGNATURE_HEADER } from "../contract/signature.ts";
 import type { Logger } from "../types.ts";
 import { type CallbackAuth, type CallbackRouter, createCallbackRouter } from "./callback_router.ts";
+import { isCrossOrigin, type TokenAuth, tokenAuth } from "./auth.ts";
+import { unauthorized } from "./admin_api/session.ts";
 import { errorResponse, HttpError, json } from "./errors.ts";
 import {
   type ApiRoute,
@@ -30,8 +35,13 @@ export interface AdminServerOptions {
   callbackAuth: CallbackAuth;
   /** Refuse every mutation (callbacks included) with 503 `read_only`. */
   readOnly?: boolean;
-  /** Origins allowed by CORS; absent or empty: any origin (`*`). */
+  /**
+   * Origins allowed by CORS; absent or empty: any origin (`*`) for reads. These origins may also send
+   * mutations; any other foreign origin's mutation is 403 `cross_origin`.
+   */
   corsOrigins?: string[];
+  /** A token every `/api` route but capabilities, login, logout and the callbacks requires. */
+  authToken?: string;
   /** Where request lines of mutations and 500 details go (default console). */
   logger?: Pick<Logger, "info" | "error">;
   /** Folder of the built UI (default `ui/dist/` beside the sources). */
@@ -63,8 +73,10 @@ export function createAdminServer(client: Client, opts: AdminServerOptions): Adm
   const callbacks = createCallbackRouter(client, { auth: opts.callbackAuth, readOnly, logger });
   const assets = new UiAssets(opts.uiDistUrl);
   const matchers = ADMIN_ROUTES.map((r) => ({ route: r, re: pathRegExp(r.path) }));
+  const auth: TokenAuth | null = opts.authToken ? tokenAuth(opts.authToken) : null;
+  const isCallbackPath = (path: string) => path === "/api/callbacks" || path.startsWith("/api/callbacks/");
 
-  const app = new Hono();
+  const app = new Hono({ strict: false }); // a trailing slash on a route is ignored
 
   app.use("/api/*", async (c, next) => {
     const started = performance.now();
@@ -80,7 +92,7 @@ export function createAdminServer(client: Client, opts: AdminServerOptions): Adm
     cors({
       origin: origins.length ? origins : "*",
       allowMethods: ["GET", "POST", "OPTIONS"],
-      allowHeaders: ["Content-Type", SIGNATURE_HEADER],
+      allowHeaders: ["Content-Type", "Authorization", SIGNATURE_HEADER],
       maxAge: 600,
     }),
   );
@@ -91,16 +103,46 @@ export function createAdminServer(client: Client, opts: AdminServerOptions): Adm
     });
   }
 
-  const handle = async (r: ApiRoute, c: Context): Promise<Response> => {
-    const base = { client, callbacks, readOnly, version: VERSION, req: c.req.raw };
-    if (r.passThrough) {
-      return await r.handler({ ...base, params: {}, query: {}, body: {} }) as Response;
-    }
-    if (r.mutates && readOnly) {
+  // The guards, in their order, before any route (the callback routes keep the receiver's own).
+  app.use("/api/*", async (c, next) => {
+    const req = c.req.raw;
+    if (req.method === "OPTIONS" || isCallbackPath(c.req.path)) return await next();
+    const route = matchers.find((m) => m.route.method === req.method && m.re.test(c.req.path))?.route;
+    if (readOnly && route?.mutates) {
       throw new HttpError(
         "read_only",
         "svc serve runs read-only (--read-only / SERVICE_READ_ONLY): nothing can be changed",
       );
+    }
+    if (req.method !== "GET" && req.method !== "HEAD" && isCrossOrigin(req, origins)) {
+      throw new HttpError(
+        "cross_origin",
+        `a change requested by a page of ${req.headers.get("origin")} is refused: only this server's own ` +
+          "pages (and origins listed with --cors-origin) may change jobs",
+      );
+    }
+    if (auth && !route?.open && !auth.check(req)) {
+      throw unauthorized(
+        "this server needs its token (--auth-token / SERVICE_AUTH_TOKEN): send Authorization: Bearer <token>, " +
+          "or log in through the UI",
+      );
+    }
+    await next();
+  });
+
+  const handle = async (r: ApiRoute, c: Context): Promise<Response> => {
+    const base = {
+      client,
+      callbacks,
+      readOnly,
+      version: VERSION,
+      req: c.req.raw,
+      auth,
+      authenticated: auth === null || auth.check(c.req.raw),
+      responseHeaders: new Headers(),
+    };
+    if (r.passThrough) {
+      return await r.handler({ ...base, params: {}, query: {}, body: {} }) as Response;
     }
     const ctx: RouteContext = { ...base, params: {}, query: {}, body: {} };
     const url = new URL(c.req.url);
@@ -113,7 +155,7 @@ export function createAdminServer(client: Client, opts: AdminServerOptions): Adm
       checkValue("body", body, r.body);
       ctx.body = body;
     }
-    return json(r.status ?? 200, await r.handler(ctx));
+    return json(r.status ?? 200, await r.handler(ctx), ctx.responseHeaders);
   };
 
   for (const r of ADMIN_ROUTES) {
@@ -124,7 +166,8 @@ export function createAdminServer(client: Client, opts: AdminServerOptions): Adm
   app.all("/api/callbacks/*", (c) => callbacks.fetch(c.req.raw));
   app.all("/api/*", (c) => {
     const allowed = [...new Set(matchers.filter((m) => m.re.test(c.req.path)).map((m) => m.route.method))];
-    if (allowed.length) {
+    // A path that only looks like a route (extra slashes) with an allowed method is simply not a route.
+    if (allowed.length && !allowed.includes(c.req.method as ApiRoute["method"])) {
       throw new HttpError(
         "method_not_allowed",
         `${c.req.method} is not allowed on ${c.req.path}: use ${allowed.join(" or ")}`,

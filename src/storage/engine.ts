@@ -214,8 +214,11 @@ export interface StorageEngine {
 
   pauseQueue(name: string): Promise<void>;
   resumeQueue(name: string): Promise<void>;
-  /** Whether a queue is known: it has a queues row, a job, or a live runtime serving it. */
-  queueKnown(name: string): Promise<boolean>;
+  /**
+   * Whether a queue exists: it has a `queues` row (paused or resumed once), a job, or a runtime
+   * heartbeated within `liveWithinMs` (default 90 000) that serves it.
+   */
+  queueKnown(name: string, liveWithinMs?: number): Promise<boolean>;
   /** Queues with counts by state (estimates labelled in `approximate`). */
   listQueues(): Promise<QueueInfo[]>;
   kindCounts(): Promise<KindCounts>;

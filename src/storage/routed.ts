@@ -134,8 +134,8 @@ export class RoutedEngine implements StorageEngine {
   async resumeQueue(name: string): Promise<void> {
     return (await this.engine()).resumeQueue(name);
   }
-  async queueKnown(name: string): Promise<boolean> {
-    return (await this.engine()).queueKnown(name);
+  async queueKnown(name: string, liveWithinMs?: number): Promise<boolean> {
+    return (await this.engine()).queueKnown(name, liveWithinMs);
   }
   async listQueues(): Promise<QueueInfo[]> {
     return (await this.engine()).listQueues();

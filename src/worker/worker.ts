@@ -2,7 +2,7 @@
  * `createWorker`: the application process. Owns one dispatcher per queue, the heartbeat loop, the
  * maintenance loop (elected leader), the notifier, and their lifecycle from `start` to `shutdown`.
  */
-import { connect } from "../db/connection.ts";
+import { connect, connectWithin, poolTarget } from "../db/connection.ts";
 import { type Driver, postgresDriver } from "../db/driver.ts";
 import { type Client, createClient } from "../client/client.ts";
 import { EXPECTED_SCHEMA_VERSION, readSchemaVersion } from "../db/schema_version.ts";
@@ -78,6 +78,11 @@ export interface WorkerOptions {
   cron?: Record<string, CronDefinition>;
   /** host:port of the health listener (`/healthz`, `/readyz`); default env SERVICE_HEALTH_ADDR; off without either. */
   healthAddr?: string;
+  /**
+   * Deadline of the first connection in ms (default 10 000): `start()` rejects when no PostgreSQL has
+   * answered by then (refused, silent, or an address that answers but is not PostgreSQL).
+   */
+  connectTimeout?: number;
 }
 
 /** A worker process. */
@@ -115,6 +120,10 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
   const retention: Retention = { completed: 86_400_000, failed: 604_800_000, ...opts.retention };
   const parkAfter = opts.parkAfter ?? 600_000;
   const maxConnections = opts.maxConnections ?? 10;
+  const connectTimeout = opts.connectTimeout ?? 10_000;
+  if (!Number.isFinite(connectTimeout) || connectTimeout <= 0) {
+    throw new ValidationError("createWorker: connectTimeout must be a positive number of milliseconds");
+  }
   if (!opts.queues || Object.keys(opts.queues).length === 0) {
     throw new ValidationError(
       "createWorker: configure at least one queue, e.g. queues: { default: { maxWorkers: 10 } }",
@@ -251,7 +260,15 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
     },
     async start() {
       if (started) throw new Error("worker already started");
-      const version = await readSchemaVersion(db, names);
+      const version = await connectWithin(readSchemaVersion(db, names), {
+        timeoutMs: connectTimeout,
+        target: poolTarget(driver.sql),
+        fix: "databaseUrl / DATABASE_URL (or raise connectTimeout)",
+        // A pool of our own stops retrying; a caller's client or driver is the caller's to close.
+        end: async () => {
+          if (ownsPool) await driver.sql?.end({ timeout: 0 });
+        },
+      });
       if (version === null || version < EXPECTED_SCHEMA_VERSION) {
         throw new SchemaOutdatedError(version, EXPECTED_SCHEMA_VERSION);
       }

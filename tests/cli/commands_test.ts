@@ -101,7 +101,7 @@ Deno.test("svc job: enqueue, list, get, retry, cancel, retry-failed, with their 
       /--run-at must be an RFC 3339 time with a zone/,
     );
     fails(await run("enqueue", "x", "--run-at", "2026-12-01T09:00:00"), 2, /with a zone/);
-    fails(await run("enqueue", "x", "--queue", "no spaces"), 1, /invalid queue name "no spaces"/);
+    fails(await run("enqueue", "x", "--queue", "no spaces"), 2, /invalid queue name "no spaces"/);
     fails(await run("enqueue"), 2, /missing required argument 'kind'/);
 
     // list: text, filters, --json with a cursor.
@@ -231,7 +231,7 @@ Deno.test("svc queue: list with counts, paused and age; pause; resume", async ()
 
     assert.equal(ok(await run("resume", "mail")), "queue mail resumed\n");
     assert.equal(JSON.parse(ok(await run("list", "--json"))).queues[0].paused, false);
-    fails(await run("pause", "bad name!"), 1, /invalid queue name "bad name!": use 1 to 48 characters/);
+    fails(await run("pause", "bad name!"), 2, /invalid queue name "bad name!": use 1 to 48 characters/);
     fails(await run("pause"), 2, /missing required argument 'name'/);
   } finally {
     await drop();
@@ -309,7 +309,7 @@ Deno.test("svc cron: add, list, trigger, pause, resume, remove, with invalid exp
     );
     fails(
       await run("add", "bad name", "--schedule", "0 3 * * *", "--kind", "k"),
-      1,
+      2,
       /invalid cron schedule name "bad name"/,
     );
 
@@ -390,7 +390,10 @@ Deno.test("an unmigrated database: each command says to run `svc migrate`; migra
     ) {
       fails(await svcIn(schema, args), 1, /svc is not installed in this database .*run `svc migrate` first/);
     }
-    const status = JSON.parse(ok(await svcIn(schema, ["migrate", "--status", "--json"])));
+    // Pending migrations: the status is printed, and the exit code is 1.
+    const pending = await svcIn(schema, ["migrate", "--status", "--json"]);
+    assert.equal(pending.code, 1, pending.stderr);
+    const status = JSON.parse(pending.stdout);
     assert.equal(status.current_version, null);
     assert.match(
       ok(await svcIn(schema, ["migrate"])),

@@ -233,6 +233,14 @@ Deno.test("svc dev on DATABASE_URL: examples complete (one through the HTTP call
       );
       assert.ok(!proc.lines.some((l) => /^DATABASE_URL=|embedded/.test(l)), proc.lines.join("\n"));
       await checkExampleJobs(url);
+      // Another site's page cannot change anything (its reads stay allowed).
+      const foreign = await fetch(`${url}api/queues/dev/pause`, {
+        method: "POST",
+        headers: { origin: "https://evil.example" },
+      });
+      assert.equal(foreign.status, 403);
+      assert.equal((await foreign.json()).code, "cross_origin");
+      assert.equal((await api(url, "/queues")).queues.find((q: Json) => q.name === "dev").paused, false);
     } finally {
       await interrupt(proc).finally(() => proc.kill());
     }

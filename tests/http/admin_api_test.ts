@@ -56,7 +56,13 @@ Deno.test("GET /api/capabilities: read_only false, the version and the storage e
   withApi(async ({ call }) => {
     const a = await call("GET", "/api/capabilities");
     assert.equal(a.status, 200);
-    assert.deepEqual(a.body, { read_only: false, version: a.body.version, storage: TEST_ENGINE });
+    assert.deepEqual(a.body, {
+      read_only: false,
+      version: a.body.version,
+      storage: TEST_ENGINE,
+      auth_required: false,
+      authenticated: true,
+    });
     assert.match(a.body.version, /^\d+\.\d+\.\d+/);
     assert.match(a.headers.get("content-type")!, /^application\/json/);
   }));
@@ -135,8 +141,9 @@ Deno.test("GET /api/queues, POST pause and resume; invalid queue names are 400",
     assert.equal(r.status, 200);
     assert.equal(r.body.queue.paused, false);
 
-    // A queue without jobs can be paused ahead of its first job.
-    const ahead = await call("POST", "/api/queues/later/pause");
+    // A queue without jobs is unknown (404), unless paused ahead of its first job with create.
+    assertError(await call("POST", "/api/queues/later/pause"), 404, "not_found");
+    const ahead = await call("POST", "/api/queues/later/pause?create=true");
     assert.equal(ahead.status, 200);
     assert.deepEqual(ahead.body.queue.counts, Object.fromEntries(JOB_STATES.map((s) => [s, 0])));
 
@@ -566,3 +573,27 @@ Deno.test("mutations are logged one line each (method, path, status, ms); reads 
     await f.drop();
   }
 });
+
+Deno.test("a trailing slash on a REST route is ignored (routes, 405s and the callback receiver alike)", () =>
+  withApi(async ({ client, call }) => {
+    const created = await call("POST", "/api/jobs/", { kind: "slash" });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    const list = await call("GET", "/api/jobs/?kind=slash");
+    assert.equal(list.status, 200, JSON.stringify(list.body));
+    assert.equal(list.body.jobs.length, 1);
+    const one = await call("GET", `/api/jobs/${created.body.job.id}/`);
+    assert.equal(one.status, 200);
+    assert.equal(one.body.job.id, created.body.job.id);
+    assert.equal((await call("GET", "/api/capabilities/")).status, 200);
+    assert.equal(
+      (await call("POST", `/api/jobs/${created.body.job.id}/cancel/`)).body.job.state,
+      "cancelled",
+    );
+    assertError(await call("DELETE", "/api/jobs/"), 405, "method_not_allowed");
+    assertError(await call("GET", "/api/nope/"), 404, "not_found");
+    assertError(await call("GET", "/api/jobs//"), 404, "not_found");
+    const { callbackId } = await pendingCallback(client);
+    const cb = await call("POST", `/api/callbacks/${callbackId}/complete/`, { payload: 1 });
+    assert.equal(cb.status, 200, JSON.stringify(cb.body));
+    assert.equal(cb.body.state, "completed");
+  }));

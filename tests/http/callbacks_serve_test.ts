@@ -19,9 +19,9 @@ function runCli(args: string[], env: Record<string, string> = {}) {
   return svc(args, { SERVICE_CALLBACK_HMAC_SECRET: "", DATABASE_URL: "", ...env });
 }
 
-/** Asserts a refusal: exit 1 and exactly one `error: ...` line on stderr matching `re`. */
-function assertRefusal(r: { code: number; stderr: string; stdout: string }, re: RegExp): void {
-  assert.equal(r.code, 1, `exit code (stderr: ${r.stderr})`);
+/** Asserts a refusal: exit `code` (default 1) and exactly one `error: ...` line on stderr matching `re`. */
+function assertRefusal(r: { code: number; stderr: string; stdout: string }, re: RegExp, code = 1): void {
+  assert.equal(r.code, code, `exit code (stderr: ${r.stderr})`);
   const lines = r.stderr.trim().split("\n");
   assert.equal(lines.length, 1, `one line: ${r.stderr}`);
   assert.match(lines[0], /^error: /);
@@ -47,13 +47,15 @@ Deno.test("callbacks serve refuses a secret that is not 64 hex characters (flag 
   const bad = ["abc123", "g".repeat(64), SECRET_HEX + "00"];
   for (const secret of bad) {
     const viaFlag = await runCli(["callbacks", "serve", "--callback-hmac-secret", secret]);
+    // A malformed value is a usage error (exit 2).
     assertRefusal(
       viaFlag,
       /--callback-hmac-secret \/ SERVICE_CALLBACK_HMAC_SECRET: .*64 hex characters.*openssl rand -hex 32/,
+      2,
     );
     assert.ok(!viaFlag.stderr.includes(secret), "the secret is not printed");
     const viaEnv = await runCli(["callbacks", "serve"], { SERVICE_CALLBACK_HMAC_SECRET: secret });
-    assertRefusal(viaEnv, /64 hex characters/);
+    assertRefusal(viaEnv, /64 hex characters/, 2);
   }
 });
 

@@ -14,6 +14,7 @@ const SERVE_ENV = {
   SERVICE_READ_ONLY: "",
   SERVICE_CALLBACK_HMAC_SECRET: "",
   SERVICE_POOL_MAX: "",
+  SERVICE_AUTH_TOKEN: "",
 };
 
 interface ServeProc {
@@ -99,7 +100,7 @@ Deno.test("svc serve: startup line with the real port, unsigned warning, UI from
   try {
     assert.match(
       p.startup,
-      /^svc serve: open http:\/\/127\.0\.0\.1:\d+\/ \(API under \/api; callbacks unsigned; CORS: any origin\)$/,
+      /^svc serve: open http:\/\/127\.0\.0\.1:\d+\/ \(API under \/api; callbacks unsigned; CORS: any origin reads, changes only from this server's pages; no token\)$/,
     );
     await waitUntil(
       () => p.err.some((l) => /^warning: callbacks are unsigned/.test(l)),
@@ -161,7 +162,10 @@ Deno.test("svc serve: --cors-origin (repeatable) restricts CORS; a secret makes 
     "ab".repeat(32),
   ]);
   try {
-    assert.match(p.startup, /callbacks signed; CORS: https:\/\/a\.example https:\/\/b\.example:8443\)$/);
+    assert.match(
+      p.startup,
+      /callbacks signed; CORS: https:\/\/a\.example https:\/\/b\.example:8443; no token\)$/,
+    );
     const get = async (origin: string) => {
       const r = await fetch(`${p.url}/api/stats`, { headers: { origin } });
       await r.body?.cancel();
@@ -183,9 +187,41 @@ Deno.test("svc serve: --cors-origin (repeatable) restricts CORS; a secret makes 
   assert.ok(!p.err.some((l) => /warning/.test(l)), p.err.join("\n"));
 });
 
-Deno.test("svc serve refuses: bad secret, unmigrated schema, unreachable database (exit 1); bad flags (exit 2)", async () => {
+Deno.test("svc serve: --auth-token / SERVICE_AUTH_TOKEN require the token on /api; a foreign page's change is 403", async () => {
+  const { client, schema, drop } = await testClient({ maxConnections: 2 });
+  const token = "t0ken-" + crypto.randomUUID();
+  for (const [args, env] of [[["--auth-token", token], {}], [[], { SERVICE_AUTH_TOKEN: token }]] as const) {
+    const p = await startServe(schema, [...args], env);
+    try {
+      assert.match(p.startup, /; token required\)$/);
+      const job = await client.enqueue("k");
+      const call = async (path: string, headers: Record<string, string> = {}, method = "GET") => {
+        const r = await fetch(`${p.url}${path}`, { method, headers });
+        return { status: r.status, body: await r.json(), auth: r.headers.get("www-authenticate") };
+      };
+      const none = await call("/api/jobs");
+      assert.equal(none.status, 401);
+      assert.equal(none.body.code, "unauthorized");
+      assert.match(none.auth ?? "", /^Bearer/);
+      assert.equal((await call("/api/jobs", { authorization: `Bearer ${token}` })).status, 200);
+      assert.equal((await call("/api/capabilities")).body.auth_required, true);
+      const foreign = await call(`/api/jobs/${job.id}/cancel`, {
+        authorization: `Bearer ${token}`,
+        origin: "https://evil.example",
+      }, "POST");
+      assert.equal(foreign.status, 403);
+      assert.equal(foreign.body.code, "cross_origin");
+      assert.equal((await client.getJob(job.id))!.state, "available");
+    } finally {
+      assert.equal((await p.stop()).code, 0);
+    }
+  }
+  await drop();
+});
+
+Deno.test("svc serve refuses: unmigrated schema, unreachable database (exit 1); bad flags and a bad secret (exit 2)", async () => {
   const bad = await run(["serve", "--port", "0", "--callback-hmac-secret", "xyz"]);
-  assert.equal(bad.code, 1);
+  assert.equal(bad.code, 2);
   assert.match(bad.stderr, /^error: --callback-hmac-secret/);
 
   const unmigrated = await run([
@@ -216,6 +252,9 @@ Deno.test("svc serve refuses: bad secret, unmigrated schema, unreachable databas
       [["serve", "--cors-origin", "https://a.example/path"], {}],
       [["serve", "--port", "0"], { SERVICE_POOL_MAX: "many" }],
       [["serve", "--port", "0"], { SERVICE_READ_ONLY: "maybe" }],
+      [["serve", "--auth-token", ""], {}],
+      [["serve", "--auth-token", "with space"], {}],
+      [["serve", "--port", "0"], { SERVICE_AUTH_TOKEN: "with space" }],
     ] as const
   ) {
     const r = await run([...args], env);

@@ -65,7 +65,7 @@ Deno.test("refreshStatistics: analyzes a never-analyzed jobs table with a backlo
 Deno.test("the leader's statistics duty analyzes a backlog enqueued into a fresh table, and claims then use the claim index", () =>
   withSchema(async (client, schema, sql) => {
     // Enqueued into a paused queue so that the worker claims nothing while we look at the plan.
-    await client.pauseQueue("default");
+    await client.pauseQueue("default", { create: true });
     await insertJobs(sql, schema, 5000);
     await stats(sql, schema, 5000);
     const { stop } = await startWorker(client, {

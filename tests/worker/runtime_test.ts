@@ -156,7 +156,7 @@ Deno.test("cancel of a running job fires its abort signal; cancel/retry state ru
 Deno.test("claim order is priority, then run_at, then id; a paused queue is not claimed", async () => {
   const { client, drop } = await testClient();
   const order: string[] = [];
-  await client.pauseQueue("default");
+  await client.pauseQueue("default", { create: true }); // paused ahead of its jobs and its worker
   const { stop } = await startWorker(client, {
     queues: { default: { maxWorkers: 1 } },
     handlers: {

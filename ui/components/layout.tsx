@@ -19,6 +19,8 @@ export function Layout(props: {
   errors: ApiError[];
   onDismissErrors: () => void;
   notice: string | null;
+  /** Shown as a Log out button when the server has a token and this browser a session. */
+  onLogout?: () => void;
   children: ComponentChildren;
 }) {
   const { route, caps } = props;
@@ -57,6 +59,16 @@ export function Layout(props: {
               </span>
             )}
             {caps && <span class="muted version" data-testid="app-version">v{caps.version}</span>}
+            {props.onLogout && (
+              <button
+                type="button"
+                class="btn btn-small btn-ghost"
+                data-testid="logout-button"
+                onClick={props.onLogout}
+              >
+                Log out
+              </button>
+            )}
           </div>
         </div>
       </header>

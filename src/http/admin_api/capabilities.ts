@@ -6,22 +6,25 @@ export const capabilityRoutes = [
     method: "GET",
     path: "/capabilities",
     operationId: "getCapabilities",
-    summary: "read_only, the svc version and the active storage engine",
+    summary: "read_only, the svc version, the active storage engine and whether a token is needed",
     tag: "meta",
     mutates: false,
+    open: true,
     response: {
       type: "object",
-      required: ["read_only", "version", "storage"],
+      required: ["read_only", "version", "storage", "auth_required", "authenticated"],
       properties: {
         read_only: { type: "boolean", description: "mutating routes answer 503 read_only" },
         version: { type: "string" },
         storage: { type: "string" },
+        auth_required: { type: "boolean", description: "the server has a token (--auth-token)" },
+        authenticated: { type: "boolean", description: "this request carries it (true without a token)" },
       },
     },
     errors: [],
-    async handler({ client, readOnly, version }) {
+    async handler({ client, readOnly, version, auth, authenticated }) {
       const s = await client.engine.storageState();
-      return { read_only: readOnly, version, storage: s.engine };
+      return { read_only: readOnly, version, storage: s.engine, auth_required: auth !== null, authenticated };
     },
   }),
 ];

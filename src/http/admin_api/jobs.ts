@@ -16,6 +16,7 @@ import {
   type Schema,
 } from "./route.ts";
 import { queueNameSchema, stateSchema } from "./schemas.ts";
+import { parseRfc3339 } from "../../validation.ts";
 
 const idParam: Param = {
   name: "id",
@@ -188,7 +189,7 @@ export const jobRoutes = [
       const job = await client.enqueue(b.kind, b.args ?? {}, {
         queue: b.queue,
         priority: b.priority,
-        runAt: b.run_at === undefined ? undefined : new Date(b.run_at),
+        runAt: b.run_at === undefined ? undefined : parseRfc3339(b.run_at)!, // checked by the schema
         maxAttempts: b.max_attempts,
         tags: b.tags,
         metadata: b.metadata,

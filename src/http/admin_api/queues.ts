@@ -1,7 +1,7 @@
 /** Queues: list with counts by state, pause, resume. */
 import type { Client } from "../../client/client.ts";
 import { queueToJson } from "../../wire.ts";
-import { actionRoute, type Param, ref, route } from "./route.ts";
+import { actionRoute, type ApiRoute, type Param, ref, route, type RouteContext } from "./route.ts";
 import { queueNameSchema } from "./schemas.ts";
 
 const nameParam: Param = { name: "name", in: "path", description: "queue name", schema: queueNameSchema };
@@ -12,6 +12,44 @@ async function oneQueue(client: Client, name: string): Promise<Record<string, un
 }
 
 const queueBody = { type: "object" as const, required: ["queue"], properties: { queue: ref("Queue") } };
+
+/** `?create=true` or `{"create": true}`: pause or resume a queue that does not exist yet. */
+const createParam: Param = {
+  name: "create",
+  in: "query",
+  description: "true: accept a queue that has no jobs, no row and no live worker yet (else 404 not_found)",
+  schema: { type: "string", enum: ["true", "false"] },
+};
+
+const createBody = {
+  type: "object" as const,
+  additionalProperties: false,
+  properties: { create: { type: "boolean" as const, description: "the same as ?create=true" } },
+};
+
+const wantsCreate = (ctx: RouteContext) => ctx.query.create === "true" || ctx.body.create === true;
+
+/** `POST /queues/:name/pause|resume`. */
+function pauseResumeRoute(verb: "pause" | "resume", summary: string): ApiRoute {
+  return actionRoute({
+    collection: "queues",
+    param: nameParam,
+    query: [createParam],
+    body: createBody,
+    verb,
+    operationId: `${verb}Queue`,
+    summary,
+    response: queueBody,
+    errors: ["invalid_request", "not_found"],
+    run: async (ctx, name) => {
+      const o = { create: wantsCreate(ctx) };
+      await (verb === "pause"
+        ? ctx.client.pauseQueue(name as string, o)
+        : ctx.client.resumeQueue(name as string, o));
+      return await oneQueue(ctx.client, name as string);
+    },
+  });
+}
 
 export const queueRoutes = [
   route({
@@ -32,30 +70,9 @@ export const queueRoutes = [
       return { queues: (await client.listQueues()).map(queueToJson) };
     },
   }),
-  actionRoute({
-    collection: "queues",
-    param: nameParam,
-    verb: "pause",
-    operationId: "pauseQueue",
-    summary: "Pause a queue: workers stop claiming its jobs (a queue without jobs yet can be paused ahead)",
-    response: queueBody,
-    errors: ["invalid_request"],
-    run: async ({ client }, name) => {
-      await client.pauseQueue(name as string);
-      return await oneQueue(client, name as string);
-    },
-  }),
-  actionRoute({
-    collection: "queues",
-    param: nameParam,
-    verb: "resume",
-    operationId: "resumeQueue",
-    summary: "Resume a paused queue",
-    response: queueBody,
-    errors: ["invalid_request"],
-    run: async ({ client }, name) => {
-      await client.resumeQueue(name as string);
-      return await oneQueue(client, name as string);
-    },
-  }),
+  pauseResumeRoute(
+    "pause",
+    "Pause a queue: workers stop claiming its jobs (an unknown queue is 404 unless create: pausing ahead)",
+  ),
+  pauseResumeRoute("resume", "Resume a paused queue (an unknown queue is 404 unless create)"),
 ];

@@ -5,7 +5,9 @@
  */
 import type { Client } from "../../client/client.ts";
 import type { CallbackRouter } from "../callback_router.ts";
+import type { TokenAuth } from "../auth.ts";
 import { HttpError } from "../errors.ts";
+import { parseJsonInput, parseRfc3339, textProblem } from "../../validation.ts";
 
 /** The subset of JSON Schema the routes use (enough for validation and for OpenAPI 3.1). */
 export interface Schema {
@@ -48,6 +50,12 @@ export interface RouteContext {
   query: Record<string, string | number | undefined>;
   /** The validated JSON body (an empty object when the route takes none). */
   body: Record<string, unknown>;
+  /** The token check of `--auth-token`, or null when the server has no token. */
+  auth: TokenAuth | null;
+  /** Whether the request carries the token (always true without one). */
+  authenticated: boolean;
+  /** Headers added to the handler's answer (Set-Cookie of the login routes). */
+  responseHeaders: Headers;
 }
 
 /** The error codes a route can answer with, beside `internal` (documented in OpenAPI). */
@@ -58,6 +66,8 @@ export type ErrorCode =
   | "unique_conflict"
   | "read_only"
   | "method_not_allowed"
+  | "cross_origin"
+  | "unauthorized"
   // the callback receiver's own (decisions.md "Callback receiver")
   | "missing_signature"
   | "invalid_signature"
@@ -78,6 +88,8 @@ export interface ApiRoute {
   tag: string;
   /** Changes something: refused with 503 `read_only` in read-only mode, before any other check. */
   mutates: boolean;
+  /** Answers without the token of `--auth-token` (capabilities, login, logout). */
+  open?: boolean;
   params?: Param[];
   /** JSON request body, validated before the handler runs. */
   body?: Schema;
@@ -101,11 +113,14 @@ export function route(r: ApiRoute): ApiRoute {
 
 /**
  * A `POST /<collection>/:<param>/<verb>` route (pause, resume, retry, cancel, trigger): mutating,
- * one path parameter, no body. `run` gets the validated parameter.
+ * one path parameter, and optionally query parameters and a small body. `run` gets the validated
+ * path parameter (the rest is in the context).
  */
 export function actionRoute(o: {
   collection: string;
   param: Param;
+  query?: Param[];
+  body?: Schema;
   verb: string;
   operationId: string;
   summary: string;
@@ -120,7 +135,8 @@ export function actionRoute(o: {
     summary: o.summary,
     tag: o.collection,
     mutates: true,
-    params: [o.param],
+    params: [o.param, ...(o.query ?? [])],
+    body: o.body,
     response: o.response,
     errors: o.errors,
     handler: (ctx) => o.run(ctx, ctx.params[o.param.name]),
@@ -160,6 +176,8 @@ export function parseParam(p: Param, raw: string | undefined): string | number |
     checkValue(p.name, v, s);
     return v;
   }
+  const problem = textProblem(raw);
+  if (problem) throw invalid(`${p.name} ${problem}`);
   checkValue(p.name, raw, s);
   return raw;
 }
@@ -211,6 +229,8 @@ export function checkValue(at: string, v: unknown, s: Schema): void {
     }
   }
   if (typeof v === "string") {
+    const problem = textProblem(v);
+    if (problem) throw invalid(`${at} ${problem}`);
     if (s.minLength !== undefined && v.length < s.minLength) {
       throw invalid(`${at} must be at least ${s.minLength} character${s.minLength === 1 ? "" : "s"}`);
     }
@@ -220,7 +240,7 @@ export function checkValue(at: string, v: unknown, s: Schema): void {
     if (s.pattern !== undefined && !new RegExp(s.pattern).test(v)) {
       throw invalid(`${at} must match ${s.pattern}, got ${JSON.stringify(v)}`);
     }
-    if (s.format === "date-time" && !isRfc3339(v)) {
+    if (s.format === "date-time" && parseRfc3339(v) === null) {
       throw invalid(`${at} must be an RFC 3339 time such as 2026-12-01T09:00:00Z, got ${JSON.stringify(v)}`);
     }
   }
@@ -243,28 +263,28 @@ function article(t: string): string {
   return t === "null" ? "null" : /^[aeiou]/.test(t) ? `an ${t}` : `a ${t}`;
 }
 
-/** RFC 3339 date-time with a zone (`Z` or an offset). */
-export function isRfc3339(s: string): boolean {
-  return /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/.test(s) &&
-    !Number.isNaN(Date.parse(s));
-}
-
 /** Largest admin request body accepted (bulk filters and enqueues are small). */
 export const MAX_BODY_BYTES = 1024 * 1024;
 
-/** Reads a JSON object body. An empty body counts as `{}`. */
+/**
+ * Reads a JSON object body. An empty body counts as `{}`. JSON that PostgreSQL cannot store or that a
+ * double would change is refused (`src/validation.ts`).
+ */
 export async function readJsonObject(req: Request): Promise<Record<string, unknown>> {
   const declared = Number(req.headers.get("content-length") ?? "0");
   if (declared > MAX_BODY_BYTES) throw invalid(`request body is larger than ${MAX_BODY_BYTES} bytes`);
   const text = await req.text();
   if (text.length > MAX_BODY_BYTES) throw invalid(`request body is larger than ${MAX_BODY_BYTES} bytes`);
   if (text.trim() === "") return {};
-  let v: unknown;
-  try {
-    v = JSON.parse(text);
-  } catch {
-    throw invalid("request body is not JSON: send a JSON object with Content-Type: application/json");
+  const parsed = parseJsonInput(text, { envelope: true });
+  if (!parsed.ok) {
+    throw invalid(
+      parsed.syntax
+        ? "request body is not JSON: send a JSON object with Content-Type: application/json"
+        : `request body cannot be taken: ${parsed.problem}`,
+    );
   }
+  const v = parsed.value;
   if (!typeMatches("object", v)) throw invalid(`request body must be a JSON object, got ${typeName(v)}`);
   return v as Record<string, unknown>;
 }

@@ -8,6 +8,7 @@ import { kindRoutes } from "./kinds.ts";
 import { queueRoutes } from "./queues.ts";
 import { type ApiRoute, route } from "./route.ts";
 import { runtimeRoutes } from "./runtimes.ts";
+import { sessionRoutes } from "./session.ts";
 import { statsRoutes } from "./stats.ts";
 import { storageRoutes } from "./storage.ts";
 
@@ -20,6 +21,7 @@ const resources: ApiRoute[] = [
   ...runtimeRoutes,
   ...storageRoutes,
   ...capabilityRoutes,
+  ...sessionRoutes,
   ...callbackRoutes,
 ];
 

@@ -135,8 +135,8 @@ export class CanonicalEngine implements StorageEngine {
   resumeQueue(name: string): Promise<void> {
     return setQueuePaused(this.db, this.n, name, false);
   }
-  async queueKnown(name: string): Promise<boolean> {
-    if (await queueDeclared(this.db, this.n, name, this.liveWithinMs)) return true;
+  async queueKnown(name: string, liveWithinMs = this.liveWithinMs): Promise<boolean> {
+    if (await queueDeclared(this.db, this.n, name, liveWithinMs)) return true;
     const rows = await this.db.query(`select 1 from ${this.n.q}.jobs where queue = $1 limit 1`, [name]);
     return rows.length > 0;
   }

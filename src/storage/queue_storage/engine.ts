@@ -269,8 +269,8 @@ export class QueueStorageEngine implements StorageEngine {
   resumeQueue(name: string): Promise<void> {
     return setQueuePaused(this.db, this.n, name, false);
   }
-  async queueKnown(name: string): Promise<boolean> {
-    if (await queueDeclared(this.db, this.n, name, this.liveWithinMs)) return true;
+  async queueKnown(name: string, liveWithinMs = this.liveWithinMs): Promise<boolean> {
+    if (await queueDeclared(this.db, this.n, name, liveWithinMs)) return true;
     const [r] = await this.db.query(
       `select exists (select 1 from ${this.q}.lanes where queue = $1)
            or exists (select 1 from ${this.q}.deferred where queue = $1)
