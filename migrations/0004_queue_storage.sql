@@ -1926,7 +1926,7 @@ begin
         when 'waiting_external' then '{{qs}}.jobs_parked'
         when 'scheduled' then '{{qs}}.jobs_deferred'
         when 'retryable' then '{{qs}}.jobs_deferred'
-        else '{{qs}}.history' end;
+        else '{{qs}}.jobs_finished' end;
       execute format('select count(*) from (select 1 from %s where queue = $1 and state::text = $2 limit $3) c', v_from)
         into n using q.name, st, p_cap;
       v_counts := v_counts || jsonb_build_object(st, n);
@@ -1946,7 +1946,7 @@ begin
      where l.queue = q.name;
     v_out := v_out || jsonb_build_array(jsonb_build_object(
       'name', q.name, 'paused', q.paused, 'counts', v_counts, 'approximate', to_jsonb(v_approx),
-      'oldest_available_age_seconds', greatest(v_age, 0)));
+      'oldest_available_age_seconds', case when v_age is not null then greatest(v_age, 0) end));
   end loop;
   return v_out;
 end $$;

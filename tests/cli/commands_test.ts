@@ -3,7 +3,8 @@
  * 0/1/2, one-line errors naming the fix, `--json` that parses, `--help` everywhere.
  */
 import assert from "node:assert/strict";
-import { freshSchema, testClient } from "../helpers/db.ts";
+import { backdateAvailable, freshSchema, TEST_ENGINE, TEST_TRANSITION, testClient } from "../helpers/db.ts";
+import { setState } from "../helpers/admin.ts";
 import { type CliRun, svc, svcIn } from "../helpers/cli.ts";
 import { closedPort } from "../helpers/http.ts";
 
@@ -166,14 +167,12 @@ Deno.test("svc job: enqueue, list, get, retry, cancel, retry-failed, with their 
     fails(await run("cancel", "999"), 1, /job 999 not found/);
 
     // retry-failed, optionally by kind and queue.
-    await client.enqueueMany([{ kind: "a", args: {} }, { kind: "a", args: {} }, {
+    const toFail = await client.enqueueMany([{ kind: "a", args: {} }, { kind: "a", args: {} }, {
       kind: "b",
       args: {},
       queue: "other",
     }]);
-    await client.sql.unsafe(
-      `update "${schema}".jobs set state = 'failed', finalized_at = now() where kind in ('a', 'b')`,
-    );
+    await setState(client, toFail.map((j) => j.id), "failed");
     assert.equal(ok(await run("retry-failed", "--kind", "a")), "retried 2 failed jobs\n");
     assert.deepEqual(JSON.parse(ok(await run("retry-failed", "--queue", "nothing", "--json"))), { count: 0 });
     assert.equal(ok(await run("retry-failed")), "retried 1 failed job\n");
@@ -197,9 +196,7 @@ Deno.test("svc queue: list with counts, paused and age; pause; resume", async ()
       queue: "reports",
       runAt: new Date(Date.now() + 3_600_000),
     }]);
-    await client.sql.unsafe(
-      `update "${schema}".jobs set run_at = now() - interval '90 seconds' where queue = 'mail'`,
-    );
+    await backdateAvailable(client, "mail", "90 seconds");
 
     assert.equal(ok(await run("pause", "mail")), "queue mail paused\n");
     const { queues } = JSON.parse(ok(await run("list", "--json")));
@@ -368,11 +365,11 @@ Deno.test("svc storage status: engine and transition, text and --json", async ()
   try {
     assert.equal(
       ok(await svcIn(schema, ["storage", "status"])),
-      "engine: canonical\ntransition: canonical\n",
+      `engine: ${TEST_ENGINE}\ntransition: ${TEST_TRANSITION}\n`,
     );
     assert.deepEqual(JSON.parse(ok(await svcIn(schema, ["storage", "status", "--json"]))), {
-      engine: "canonical",
-      transition: "canonical",
+      engine: TEST_ENGINE,
+      transition: TEST_TRANSITION,
     });
   } finally {
     await drop();
@@ -461,16 +458,16 @@ Deno.test("a command uses one database connection and closes it", async () => {
     const [r] = await client.sql.unsafe(
       `select count(*)::int as n from pg_stat_activity
         where application_name = 'svc' and state = 'active' and pid <> pg_backend_pid() and query like $1`,
-      [`%"${schema}".jobs%`],
+      [`%"${schema}".%`],
     );
     return r.n as number;
   };
   try {
-    // While a transaction holds a lock on the jobs table, `job list` waits on it: count its connections.
+    // While a transaction holds a lock on the storage state, `job list` waits on it: count its connections.
     let pending!: Promise<CliRun>;
     let seen = 0;
     await client.sql.begin(async (tx) => {
-      await tx.unsafe(`lock table "${schema}".jobs in access exclusive mode`);
+      await tx.unsafe(`lock table "${schema}".storage_state in access exclusive mode`);
       pending = svcIn(schema, ["job", "list", "--json"]);
       for (let i = 0; i < 200 && seen === 0; i++) {
         await new Promise((r) => setTimeout(r, 50));

@@ -1,6 +1,6 @@
 /** `svc health`: exit codes, text and JSON, the connect timeout, and fleet counts with 0, 1, 2 workers. */
 import assert from "node:assert/strict";
-import { freshSchema, testClient, waitFor } from "../helpers/db.ts";
+import { freshSchema, TEST_ENGINE, TEST_TRANSITION, testClient, waitFor } from "../helpers/db.ts";
 import { type CliRun, svc, svcIn } from "../helpers/cli.ts";
 import { closedPort } from "../helpers/http.ts";
 import { type Proc, spawnFixture } from "../helpers/process.ts";
@@ -24,7 +24,7 @@ Deno.test("svc health: a ready database exits 0, text and --json", async () => {
         "ready: yes",
         "postgres: connected",
         `schema version: ${EXPECTED_SCHEMA_VERSION} (binary expects >= ${EXPECTED_SCHEMA_VERSION})`,
-        "storage: canonical",
+        `storage: ${TEST_ENGINE}`,
         "live runtimes: 0 (0 unhealthy)",
         "",
       ].join("\n"),
@@ -38,8 +38,8 @@ Deno.test("svc health: a ready database exits 0, text and --json", async () => {
       postgres: "connected",
       schema_version: EXPECTED_SCHEMA_VERSION,
       expected_schema_version: EXPECTED_SCHEMA_VERSION,
-      storage: "canonical",
-      storage_transition: "canonical",
+      storage: TEST_ENGINE,
+      storage_transition: TEST_TRANSITION,
       live_runtimes: 0,
       unhealthy_runtimes: 0,
     });

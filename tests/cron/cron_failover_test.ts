@@ -4,7 +4,7 @@
  * within the election interval.
  */
 import assert from "node:assert/strict";
-import { testClient, waitFor } from "../helpers/db.ts";
+import { allJobsSql, testClient, waitFor } from "../helpers/db.ts";
 import { type Proc, spawnFixture } from "../helpers/process.ts";
 
 const ELECTION_MS = 1_000;
@@ -22,7 +22,7 @@ Deno.test("two worker processes, per-second cron for 10 s, leader killed mid-way
   ];
   const fires = async () =>
     (await client.sql.unsafe(
-      `select metadata->>'cron_fire_at' as fire, created_at from "${schema}".jobs
+      `select metadata->>'cron_fire_at' as fire, created_at from ${allJobsSql(schema)} j
         where metadata->>'cron' = 'tick' order by id`,
     )).map((r) => ({ fire: r.fire as string, createdAt: r.created_at as Date }));
   try {

@@ -19,7 +19,9 @@ const TOLERANCE = 5_000;
 /** The cron jobs of a schema: fire time per job, in id order. */
 async function cronJobs(client: Client, name?: string): Promise<{ id: number; fire: string; runAt: Date }[]> {
   const rows = await client.sql.unsafe(
-    `select id, metadata->>'cron_fire_at' as fire, run_at from "${client.schema}".jobs
+    `select id, metadata->>'cron_fire_at' as fire, run_at from (
+       select id, metadata, run_at from "${client.schema}".jobs
+       union all select id, metadata, run_at from "${client.schema}_qs".jobs) j
       where metadata ? 'cron' ${name ? "and metadata->>'cron' = $1" : ""} order by id`,
     name ? [name] : [],
   );

@@ -151,3 +151,33 @@ export async function staleRuntime(client: Client, id: string): Promise<void> {
     [id],
   );
 }
+
+/**
+ * A test of one engine's internals (plans, scans, its own tables): it runs only in the suite's pass for
+ * that engine (SVC_TEST_ENGINE), and is listed as ignored in the other.
+ */
+export function engineTest(
+  engine: "canonical" | "queue_storage",
+  name: string,
+  fn: () => Promise<void>,
+): void {
+  Deno.test({ name: `[${engine}] ${name}`, ignore: TEST_ENGINE !== engine, fn });
+}
+
+/** A SQL relation with every job of a test schema, on both engines (canonical's columns). */
+export function allJobsSql(schema: string): string {
+  return `(select * from "${schema}".jobs union all select * from "${schema}_qs".jobs)`;
+}
+
+/** Moves the due time of a queue's available jobs back by `interval` (SQL interval text), on either engine. */
+export async function backdateAvailable(client: Client, queue: string, interval: string): Promise<void> {
+  await client.sql.unsafe(
+    TEST_ENGINE === "canonical"
+      ? `update "${client.schema}".jobs set run_at = run_at - $2::interval where queue = $1 and state = 'available'`
+      : `update "${client.schema}_qs".ready set run_at = run_at - $2::interval where queue = $1`,
+    [queue, interval],
+  );
+}
+
+/** The transition state a fresh test schema starts in. */
+export const TEST_TRANSITION: string = TEST_ENGINE === "canonical" ? "canonical" : "active";

@@ -6,9 +6,9 @@
  */
 import { claim } from "../helpers/claim.ts";
 import assert from "node:assert/strict";
-import { waitFor, withSchema } from "../helpers/db.ts";
+import { engineTest, waitFor, withSchema } from "../helpers/db.ts";
 
-Deno.test("claims with callbacks, batched parks and batched resolutions never scan the callbacks table", () =>
+engineTest("canonical", "claims with callbacks, batched parks and batched resolutions never scan the callbacks table", () =>
   // One connection, so that its statistics can be flushed on demand before each reading.
   withSchema(async (client, schema, sql) => {
     const seqScans = async () => {

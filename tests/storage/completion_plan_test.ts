@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import postgres from "postgres";
-import { DATABASE_URL, testClient } from "../helpers/db.ts";
+import { DATABASE_URL, engineTest, testClient } from "../helpers/db.ts";
 import { completionSql } from "../../src/storage/canonical/complete.ts";
 import { schemaNames } from "../../src/db/names.ts";
 
@@ -22,7 +22,7 @@ function nodes(p: PlanNode): PlanNode[] {
 }
 
 for (const deleteRows of [false, true]) {
-  Deno.test(`completion (${deleteRows ? "delete" : "update"}) probes the jobs by id after many jobs have run`, async () => {
+  engineTest("canonical", `completion (${deleteRows ? "delete" : "update"}) probes the jobs by id after many jobs have run`, async () => {
     const { client, schema, drop } = await testClient({ schema: undefined });
     const sql = postgres(DATABASE_URL, { max: 1, onnotice: () => {} });
     try {

@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import type postgres from "postgres";
-import { waitFor, withSchema } from "../helpers/db.ts";
+import { engineTest, waitFor, withSchema } from "../helpers/db.ts";
 import { FAST, startWorker } from "../helpers/worker.ts";
 
 /** Changes since the last ANALYZE and whether there was one, once the counters show at least `min` changes. */
@@ -35,7 +35,7 @@ async function insertJobs(sql: postgres.Sql, schema: string, n: number) {
   await sql.unsafe(`insert into "${schema}".jobs (kind) select 'k' from generate_series(1, ${n})`);
 }
 
-Deno.test("refreshStatistics: analyzes a never-analyzed jobs table with a backlog, then not again until it is far behind", () =>
+engineTest("canonical", "refreshStatistics: analyzes a never-analyzed jobs table with a backlog, then not again until it is far behind", () =>
   withSchema(async (client, schema, sql) => {
     await insertJobs(sql, schema, 500);
     await stats(sql, schema, 500);
@@ -62,7 +62,7 @@ Deno.test("refreshStatistics: analyzes a never-analyzed jobs table with a backlo
     assert.equal(await client.engine.refreshStatistics(), false);
   }));
 
-Deno.test("the leader's statistics duty analyzes a backlog enqueued into a fresh table, and claims then use the claim index", () =>
+engineTest("canonical", "the leader's statistics duty analyzes a backlog enqueued into a fresh table, and claims then use the claim index", () =>
   withSchema(async (client, schema, sql) => {
     // Enqueued into a paused queue so that the worker claims nothing while we look at the plan.
     await client.pauseQueue("default", { create: true });
@@ -91,7 +91,7 @@ Deno.test("the leader's statistics duty analyzes a backlog enqueued into a fresh
     assert.doesNotMatch(text, /Sort/, text);
   }));
 
-Deno.test("refreshStatistics never waits for the table lock (an autovacuum at work holds it): it gives up and tries again later", () =>
+engineTest("canonical", "refreshStatistics never waits for the table lock (an autovacuum at work holds it): it gives up and tries again later", () =>
   withSchema(async (client, schema, sql) => {
     await insertJobs(sql, schema, 2000);
     await stats(sql, schema, 2000);

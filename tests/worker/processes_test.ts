@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { testClient, waitFor } from "../helpers/db.ts";
+import { allJobsSql, testClient, waitFor } from "../helpers/db.ts";
 import { spawnWorker } from "../helpers/process.ts";
 
 Deno.test("10,000 jobs by 3 worker processes: every effect exactly once, none lost, none left running", async () => {
@@ -17,7 +17,7 @@ Deno.test("10,000 jobs by 3 worker processes: every effect exactly once, none lo
     await waitFor(
       async () => {
         const [r] = await client.sql.unsafe(
-          `select count(*)::int as n from "${schema}".jobs where state = 'completed'`,
+          `select count(*)::int as n from ${allJobsSql(schema)} j where state = 'completed'`,
         );
         return r.n === 10_000;
       },
@@ -31,7 +31,7 @@ Deno.test("10,000 jobs by 3 worker processes: every effect exactly once, none lo
     if (e.total !== 10_000) {
       console.log(
         await client.sql.unsafe(
-          `select id, attempt, lease, errors from "${schema}".jobs where attempt <> 1 or lease <> 1 limit 5`,
+          `select id, attempt, lease, errors from ${allJobsSql(schema)} j where attempt <> 1 or lease <> 1 limit 5`,
         ),
       );
       console.log(
@@ -45,7 +45,7 @@ Deno.test("10,000 jobs by 3 worker processes: every effect exactly once, none lo
     assert.equal(e.pids, 3, "all three processes worked");
     const [s] = await client.sql.unsafe(
       `select count(*) filter (where state <> 'completed')::int as other,
-              count(*) filter (where attempt <> 1)::int as retried from "${schema}".jobs`,
+              count(*) filter (where attempt <> 1)::int as retried from ${allJobsSql(schema)} j`,
     );
     assert.equal(s.other, 0, "none lost or left running");
     assert.equal(s.retried, 0);
@@ -68,8 +68,7 @@ Deno.test("kill -9 mid-job: another process rescues and completes it; the stale 
     assert.equal(running.state, "running");
     await a.kill("SIGKILL");
 
-    // B handles `block` by... the same fixture; switch the job's kind so B can finish it.
-    await client.sql.unsafe(`update "${schema}".jobs set kind = 'tick' where id = ${job.id}`);
+    // B (MODE b) finishes `block` jobs.
     b = spawnWorker(schema, { MODE: "b" });
     await b.waitLine(/^started /);
     await waitFor(
