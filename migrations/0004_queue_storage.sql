@@ -180,6 +180,53 @@ begin
     'trace_context', v_opts ->> 'traceparent');
 end $$;
 
+-- Live unique jobs get their key in the definition above. Before version 4 the client computed keys
+-- itself (SHA-256 of the same parts, with the args as JSON with sorted keys and no spaces); the parts a
+-- key was built from are found by trying each choice of args and queue against the stored key. A key
+-- that included a time period cannot be recomputed (the period is not stored) and is left as it was.
+create function legacy_key_json(j jsonb) returns text language plpgsql immutable as $$
+begin
+  return case jsonb_typeof(j)
+    when 'object' then '{' || coalesce((select string_agg(to_json(e.k)::text || ':' || legacy_key_json(e.v), ','
+                                                           order by e.k collate "C")
+                                          from jsonb_each(j) e(k, v)), '') || '}'
+    when 'array' then '[' || coalesce((select string_agg(legacy_key_json(a.v), ',' order by a.o)
+                                         from jsonb_array_elements(j) with ordinality a(v, o)), '') || ']'
+    else j::text end;
+end $$;
+
+do $$
+declare
+  r record;
+  by_args boolean;
+  by_queue boolean;
+begin
+  for r in select id, kind, queue, args, unique_key from jobs
+            where unique_key is not null
+              and state in ('scheduled', 'available', 'running', 'waiting_external', 'retryable') loop
+    <<combos>>
+    foreach by_args in array array[true, false] loop
+      foreach by_queue in array array[false, true] loop
+        if encode(sha256(convert_to('kind=' || r.kind
+                                    || case when by_queue then E'\nqueue=' || r.queue else '' end
+                                    || case when by_args then E'\nargs=' || legacy_key_json(r.args) else '' end,
+                                    'UTF8')), 'hex') = r.unique_key then
+          begin
+            update jobs set unique_key = unique_key(r.kind, case when by_args then r.args end,
+                                                    case when by_queue then r.queue end, null)
+             where id = r.id;
+          exception when unique_violation then
+            null; -- keep the old key
+          end;
+          exit combos;
+        end if;
+      end loop;
+    end loop;
+  end loop;
+end $$;
+
+drop function legacy_key_json(jsonb);
+
 ------------------------------------------------------------------------------------------------------
 -- B. The canonical engine: one failure path, get/list/cancel/retry, and callbacks that use them.
 ------------------------------------------------------------------------------------------------------
@@ -1811,15 +1858,21 @@ begin
     into v_upper
     from pg_inherits i join pg_class c on c.oid = i.inhrelid
    where i.inhparent = ('{{qs}}.' || v_parent)::regclass and pg_get_expr(c.relpartbound, c.oid) <> 'DEFAULT';
+  -- Only windows that have not started: a row of the current window may already be in the default
+  -- partition (or on its way there), and a range over it could not be attached.
   v_from := greatest(coalesce(v_upper, '-infinity'),
-                     to_timestamp(floor(extract(epoch from now()) * 1000 / p_width_ms) * p_width_ms / 1000.0));
+                     to_timestamp((floor(extract(epoch from now()) * 1000 / p_width_ms) + 1) * p_width_ms / 1000.0));
   perform set_config('lock_timeout', p_lock_wait_ms || 'ms', true);
   while v_from < now() + p_ahead * p_width_ms * interval '1 millisecond' loop
     v_to := v_from + p_width_ms * interval '1 millisecond';
     v_name := v_parent || '_' || to_char(v_from at time zone 'UTC', 'YYYYMMDD"T"HH24MISS');
-    execute format('create table {{qs}}.%I (like {{qs}}.history including defaults including constraints)', v_name);
-    execute format('alter table {{qs}}.%I attach partition {{qs}}.%I for values from (%L) to (%L)',
-                   v_parent, v_name, v_from, v_to);
+    begin
+      execute format('create table {{qs}}.%I (like {{qs}}.history including defaults including constraints)', v_name);
+      execute format('alter table {{qs}}.%I attach partition {{qs}}.%I for values from (%L) to (%L)',
+                     v_parent, v_name, v_from, v_to);
+    exception when lock_not_available or check_violation then
+      return v_n; -- busy, or rows of that window are in the default partition already: next time
+    end;
     v_n := v_n + 1;
     v_from := v_to;
   end loop;

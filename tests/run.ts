@@ -4,6 +4,8 @@
  * TEST_DATABASE_URL when set; else the server on 127.0.0.1:5432 when one answers; else (or with
  * `--embedded`) an embedded PostgreSQL 18 from npm, started for the run and stopped at its end
  * (`--embedded` also gives the restart tests' throw-away clusters the embedded binaries).
+ * The suite runs once per storage engine (`canonical`, then `queue_storage`), each test schema
+ * migrated to that engine; SVC_TEST_ENGINE or `--engine NAME` runs one. The last line adds up the runs.
  * Other arguments are passed to `deno test` (e.g. a file or `--filter name`).
  *
  * The two steps are separate functions: `chooseDatabase` and `runDenoTest` (one `deno test` with an
@@ -156,10 +158,25 @@ export async function runDenoTest(
   };
 }
 
+/** The engines a run covers: `--engine NAME`, else SVC_TEST_ENGINE, else both. */
+function enginesOf(args: string[]): string[] {
+  const i = args.indexOf("--engine");
+  const one = i >= 0 ? args[i + 1] : Deno.env.get("SVC_TEST_ENGINE");
+  if (one === undefined) return ["canonical", "queue_storage"];
+  if (one !== "canonical" && one !== "queue_storage") {
+    console.error(`error: --engine must be canonical or queue_storage, got ${JSON.stringify(one)}`);
+    Deno.exit(2);
+  }
+  return [one];
+}
+
 if (import.meta.main) {
   const embedded = Deno.args.includes("--embedded");
-  const args = Deno.args.filter((a) => a !== "--embedded");
-  const limitMs = Number(Deno.env.get("SVC_TEST_TIMEOUT_MS") ?? 30 * 60_000);
+  const engines = enginesOf(Deno.args);
+  const args = Deno.args.filter((a, i, all) =>
+    a !== "--embedded" && a !== "--engine" && all[i - 1] !== "--engine"
+  );
+  const limitMs = Number(Deno.env.get("SVC_TEST_TIMEOUT_MS") ?? 40 * 60_000);
   const deadline = Date.now() + limitMs;
 
   let db: TestDatabase | undefined;
@@ -176,19 +193,28 @@ if (import.meta.main) {
   Deno.addSignalListener("SIGINT", onSignal);
   Deno.addSignalListener("SIGTERM", onSignal);
 
-  let run: TestRun;
+  const total: TestRun = { passed: 0, failed: 0, code: 0, timedOut: false };
   try {
     db = await chooseDatabase({ embedded });
     // --embedded: the throw-away clusters of restart tests use the embedded binaries too.
     const env: Record<string, string> = { TEST_DATABASE_URL: db.url };
     if (embedded) env.SVC_TEST_PG_BINARIES = "embedded";
-    run = await runDenoTest(args, env, deadline, (c) => child = c);
+    for (const engine of engines) {
+      console.log(`tests: storage engine ${engine}`);
+      const run = await runDenoTest(args, { ...env, SVC_TEST_ENGINE: engine }, deadline, (c) => child = c);
+      console.log(`tests: ${engine}: ${run.passed} passed, ${run.failed} failed`);
+      total.passed += run.passed;
+      total.failed += run.failed;
+      if (run.code !== 0) total.code = run.code;
+      if (run.timedOut) break;
+    }
   } catch (e) {
     console.error(`error: ${(e as Error).message}`);
-    run = { passed: 0, failed: 1, code: 1, timedOut: false };
+    total.failed += 1;
+    total.code = 1;
   } finally {
     await db?.stop().catch((e) => console.error(`error: stopping the test database: ${e.message}`));
   }
-  console.log(`${run.passed} passed, ${run.failed} failed`);
-  Deno.exit(run.code === 0 && run.failed > 0 ? 1 : run.code);
+  console.log(`${total.passed} passed, ${total.failed} failed`);
+  Deno.exit(total.code === 0 && total.failed > 0 ? 1 : total.code);
 }

@@ -1,6 +1,23 @@
-/** `svc migrate [--status]`. */
-import { Command } from "commander";
-import { CliError, printJson, withClient, withDb } from "./common.ts";
+/** `svc migrate [--status] [--engine E] [--qs-schema S] [--qs-slots N] [--qs-rotation-interval S]`. */
+import { Command, InvalidArgumentError } from "commander";
+import { EngineMismatchError } from "../db/migrate.ts";
+import { CliError, intArg, printJson, UsageError, withClient, withDb } from "./common.ts";
+import { validateSchemaName } from "../db/names.ts";
+
+function engineArg(v: string): "canonical" | "queue_storage" {
+  if (v !== "canonical" && v !== "queue_storage") {
+    throw new InvalidArgumentError("--engine must be canonical or queue_storage");
+  }
+  return v;
+}
+
+function schemaArg(v: string): string {
+  try {
+    return validateSchemaName(v);
+  } catch (e) {
+    throw new InvalidArgumentError((e as Error).message);
+  }
+}
 
 export function migrateCommand(): Command {
   return withDb(new Command("migrate"))
@@ -10,6 +27,23 @@ export function migrateCommand(): Command {
       "print the current and expected schema version instead of migrating; exit 1 while migrations are pending",
     )
     .option("--json", "print JSON")
+    .option(
+      "--engine <engine>",
+      "storage engine of a new database: queue_storage (default) or canonical (the older line); " +
+        "on an installed database it must match the engine it runs",
+      engineArg,
+    )
+    .option(
+      "--qs-schema <name>",
+      "queue-storage schema (default: <schema>_qs), recorded when first installed",
+      schemaArg,
+    )
+    .option("--qs-slots <n>", "ring slots of queue storage (default 8)", intArg("--qs-slots", 3, 64))
+    .option(
+      "--qs-rotation-interval <seconds>",
+      "how often the leader rotates the queue-storage ring (default 30)",
+      intArg("--qs-rotation-interval", 1, 86_400),
+    )
     .action(async (o, cmd: Command) => {
       await withClient(cmd, async (client) => {
         if (o.status) {
@@ -36,12 +70,27 @@ export function migrateCommand(): Command {
           if (pending) throw new CliError("migrations pending: run `svc migrate`");
           return;
         }
-        const r = await client.migrate();
-        if (o.json) return printJson({ from_version: r.from, to_version: r.to, applied: r.applied });
+        let r;
+        try {
+          r = await client.migrate({
+            engine: o.engine,
+            qsSchema: o.qsSchema,
+            qsSlots: o.qsSlots,
+            qsRotationIntervalMs: o.qsRotationInterval === undefined
+              ? undefined
+              : o.qsRotationInterval * 1000,
+          });
+        } catch (e) {
+          if (e instanceof EngineMismatchError) throw new UsageError(e.message);
+          throw e;
+        }
+        if (o.json) {
+          return printJson({ from_version: r.from, to_version: r.to, applied: r.applied, engine: r.engine });
+        }
         console.log(
           r.applied.length
-            ? `migrated schema ${client.schema} from version ${r.from} to ${r.to}`
-            : `schema ${client.schema} already at version ${r.to}; nothing to do`,
+            ? `migrated schema ${client.schema} from version ${r.from} to ${r.to} (storage engine ${r.engine})`
+            : `schema ${client.schema} already at version ${r.to}; nothing to do (storage engine ${r.engine})`,
         );
       });
     });

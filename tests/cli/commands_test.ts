@@ -393,10 +393,10 @@ Deno.test("an unmigrated database: each command says to run `svc migrate`; migra
     const status = JSON.parse(pending.stdout);
     assert.equal(status.current_version, null);
     assert.match(
-      ok(await svcIn(schema, ["migrate"])),
+      ok(await svcIn(schema, ["migrate", "--engine", TEST_ENGINE])),
       new RegExp(`migrated schema ${schema} from version 0 to ${status.expected_version}`),
     );
-    assert.match(ok(await svcIn(schema, ["migrate"])), /already at version/);
+    assert.match(ok(await svcIn(schema, ["migrate", "--engine", TEST_ENGINE])), /already at version/);
     assert.equal(ok(await svcIn(schema, ["job", "list"])), "no jobs match\n");
   } finally {
     const { drop } = await testClient({ schema });

@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { svc, svcIn } from "../helpers/cli.ts";
 import { closedPort, post, serveTest } from "../helpers/http.ts";
-import { dropSchema, freshSchema, testClient } from "../helpers/db.ts";
+import { dropSchema, freshSchema, TEST_ENGINE, testClient } from "../helpers/db.ts";
 import { adminFixture } from "../helpers/admin.ts";
 import { QueueNotFoundError } from "../../mod.ts";
 
@@ -88,7 +88,7 @@ Deno.test("svc migrate --status exits 1 while migrations are pending, 0 when cur
     assert.equal(pendingJson.code, 1);
     assert.equal(JSON.parse(pendingJson.stdout).up_to_date, false);
 
-    assert.equal((await svcIn(schema, ["migrate"])).code, 0);
+    assert.equal((await svcIn(schema, ["migrate", "--engine", TEST_ENGINE])).code, 0);
     const current = await svcIn(schema, ["migrate", "--status"]);
     assert.equal(current.code, 0, current.stderr);
     assert.match(current.stdout, /up to date/);

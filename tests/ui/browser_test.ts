@@ -11,7 +11,7 @@ import type { Client } from "../../src/client/client.ts";
 import { createAdminServer } from "../../src/http/server.ts";
 import { type HttpServer, serveHttp } from "../../src/runtime/runtime.ts";
 import { setState } from "../helpers/admin.ts";
-import { DATABASE_URL, freshSchema, testClient } from "../helpers/db.ts";
+import { DATABASE_URL, freshSchema, TEST_ENGINE, testClient } from "../helpers/db.ts";
 import postgres from "postgres";
 
 const SHOTS = new URL("../screenshots/", import.meta.url);
@@ -147,7 +147,7 @@ Deno.test({
       await page.getByTestId("page-dashboard").waitFor();
       await page.getByTestId("state-count-failed").filter({ hasText: "1" }).waitFor();
       await page.getByTestId("throughput-chart").waitFor();
-      await page.getByTestId("storage-engine").filter({ hasText: "canonical" }).waitFor();
+      await page.getByTestId("storage-engine").filter({ hasText: TEST_ENGINE }).waitFor();
       await shot(page, "rw-dashboard");
 
       // Filter the jobs list to the failed ones.

@@ -31,7 +31,9 @@ Deno.test("10,000 jobs by 3 worker processes: every effect exactly once, none lo
     if (e.total !== 10_000) {
       console.log(
         await client.sql.unsafe(
-          `select id, attempt, lease, errors from ${allJobsSql(schema)} j where attempt <> 1 or lease <> 1 limit 5`,
+          `select id, attempt, lease, errors from ${
+            allJobsSql(schema)
+          } j where attempt <> 1 or lease <> 1 limit 5`,
         ),
       );
       console.log(

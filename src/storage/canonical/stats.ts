@@ -48,7 +48,7 @@ export async function queueStats(db: Db, n: SchemaNames): Promise<QueueInfo[]> {
                          from ${n.q}.jobs where state = 'available' group by queue),
             names as (select name from ${n.q}.queues union select queue from per_queue)
        select names.name, coalesce(q.paused, false) as paused, coalesce(pq.counts, '{}') as counts,
-              greatest(o.age, 0) as age
+              case when o.age is not null then greatest(o.age, 0) end as age
          from names left join ${n.q}.queues q on q.name = names.name
               left join per_queue pq on pq.queue = names.name
               left join oldest o on o.queue = names.name
