@@ -1,0 +1,414 @@
+/**
+ * Queue storage's races and failures (docs/reference/storage.md): a prune killed before it commits, a
+ * claim whose worker never saw its rows, a late writer into a slot being pruned, long transactions that
+ * do or do not read the queue-storage tables, producer ordering across lane shards, two leaders at once,
+ * cancel racing a claim, callbacks before and after a park, and slots pinned by a paused backlog or a
+ * long job. Each test drives the SQL functions through several connections and checks rows directly.
+ */
+import assert from "node:assert/strict";
+import postgres from "postgres";
+import type { Client } from "../../src/client/client.ts";
+import { DATABASE_URL, engineTest, waitFor, withSchema } from "../helpers/db.ts";
+import { claim } from "../helpers/claim.ts";
+
+type Sql = postgres.Sql;
+
+const qs = (schema: string) => `"${schema}_qs"`;
+
+async function currentSlot(sql: Sql, schema: string): Promise<number> {
+  const [r] = await sql.unsafe(`select ${qs(schema)}.current_slot() as s`);
+  return Number(r.s);
+}
+
+/** Starts a new ring generation now (whatever the interval); returns the new slot. */
+async function rotate(sql: Sql, schema: string): Promise<number> {
+  const [r] = await sql.unsafe(`select ${qs(schema)}.rotate(0) as s`);
+  assert.notEqual(r.s, null, "rotated");
+  return Number(r.s);
+}
+
+async function prune(sql: Sql, schema: string, slot: number, forward = false): Promise<string> {
+  const [r] = await sql.unsafe(`select ${qs(schema)}.prune($1, 0, $2) as o`, [slot, forward]);
+  return r.o;
+}
+
+async function slotRows(sql: Sql, schema: string, slot: number): Promise<number> {
+  const [r] = await sql.unsafe(
+    `select (select count(*) from ${qs(schema)}.ready where slot = $1)
+          + (select count(*) from ${qs(schema)}.spent where slot = $1)
+          + (select count(*) from ${qs(schema)}.closed where slot = $1) as n`,
+    [slot],
+  );
+  return Number(r.n);
+}
+
+/** Runs jobs to completion through the engine (claimed as `runtime`, completed with their id). */
+async function runAll(client: Client, queue = "default", runtime = "rt"): Promise<number[]> {
+  const done: number[] = [];
+  for (;;) {
+    const jobs = await claim(client, queue, 100, runtime);
+    if (jobs.length === 0) return done;
+    done.push(
+      ...await client.engine.complete(jobs.map((j) => ({ id: j.id, lease: j.lease, result: j.id })), true),
+    );
+  }
+}
+
+function lockKey(schema: string, queue: string, priority: number, shard: number): string {
+  return `hashtextextended('${schema}_qs:lane:${queue}:${priority}:${shard}', 0)`;
+}
+
+engineTest(
+  "queue_storage",
+  "a prune whose session dies before COMMIT truncates nothing",
+  () =>
+    withSchema(async (client, schema, sql) => {
+      const jobs = await client.enqueueMany(Array.from({ length: 5 }, () => ({ kind: "k" })));
+      const s0 = await currentSlot(sql, schema);
+      await rotate(sql, schema);
+      assert.equal((await runAll(client)).length, 5);
+      const before = await slotRows(sql, schema, s0);
+      assert.ok(before > 0);
+      // A leader process truncates slot s0 in a transaction and is killed (-9) before it commits.
+      const leader = new Deno.Command(Deno.execPath(), {
+        args: [
+          "eval",
+          `import postgres from "postgres";
+         const sql = postgres(${JSON.stringify(DATABASE_URL)}, { max: 1 });
+         await sql.unsafe("begin");
+         const [r] = await sql.unsafe("select ${
+            qs(schema).replaceAll('"', '\\"')
+          }.prune(${s0}::smallint, 0, false) as o");
+         console.log(r.o);
+         await new Promise(() => {});`,
+        ],
+        cwd: new URL("../..", import.meta.url).pathname,
+        stdout: "piped",
+        stderr: "inherit",
+      }).spawn();
+      const reader = leader.stdout.pipeThrough(new TextDecoderStream()).getReader();
+      const { value } = await reader.read();
+      assert.equal(value?.trim(), "pruned");
+      leader.kill("SIGKILL");
+      await leader.status;
+      reader.releaseLock();
+      await leader.stdout.cancel().catch(() => {});
+      // The server notices the dead client and rolls its transaction back.
+      await waitFor(
+        async () => {
+          const [r] = await sql.unsafe(
+            `select count(*) as n from pg_stat_activity where query like '%.prune(${s0}::smallint, 0, false)%' and pid <> pg_backend_pid()`,
+          );
+          return Number(r.n) === 0;
+        },
+        10_000,
+        "the killed leader's session to end",
+      );
+      assert.equal(await slotRows(sql, schema, s0), before, "rolled back: nothing truncated");
+      for (const j of jobs) assert.equal((await client.getJob(j.id))!.state, "completed");
+      assert.equal(await prune(sql, schema, s0), "pruned");
+      assert.equal(await slotRows(sql, schema, s0), 0);
+      for (const j of jobs) {
+        assert.equal((await client.getJob(j.id))!.state, "completed", "history outlives the ring");
+      }
+    }),
+);
+
+engineTest(
+  "queue_storage",
+  "a claim committed for a worker that never saw its rows is rescued and runs again",
+  () =>
+    withSchema(async (client) => {
+      const job = await client.enqueue("k", {});
+      // The claim commits, but its worker is gone before it reads the rows (it has no runtimes row).
+      assert.equal((await claim(client, "default", 1, "vanished"))[0].id, job.id);
+      assert.equal((await client.getJob(job.id))!.state, "running");
+      const rescued = await client.engine.rescue(60_000);
+      assert.deepEqual(rescued.map((r) => [r.id, r.state]), [[job.id, "retryable"]]);
+      assert.match((await client.getJob(job.id))!.errors[0].error, /heartbeat stale/);
+    }),
+);
+
+engineTest(
+  "queue_storage",
+  "a late writer into a slot being pruned: its row survives and is claimed",
+  () =>
+    withSchema(async (client, schema, sql) => {
+      await client.enqueue("k", {}, { priority: 1 });
+      const s0 = await currentSlot(sql, schema);
+      // Another producer holds every shard of the lane (queue default, priority 1) in an open transaction.
+      const holder = postgres(DATABASE_URL, { max: 1, onnotice: () => {} });
+      const writer = postgres(DATABASE_URL, { max: 1, onnotice: () => {} });
+      try {
+        let release!: () => void;
+        const held = new Promise<void>((r) => release = r);
+        let locked!: () => void;
+        const lockedP = new Promise<void>((r) => locked = r);
+        const holding = holder.begin(async (tx) => {
+          for (let s = 0; s < 4; s++) {
+            await tx.unsafe(`select pg_advisory_xact_lock(${lockKey(schema, "default", 1, s)})`);
+          }
+          locked();
+          await held;
+        });
+        await lockedP;
+        // The late writer reads the current slot (s0), then waits for a lane shard.
+        const late = writer.unsafe(
+          `select id from ${qs(schema)}.enqueue_jobs($1::text::jsonb)`,
+          [JSON.stringify([{ kind: "late", queue: "default", args: {}, priority: 1, max_attempts: 5 }])],
+        ).execute(); // sent now (postgres.js sends a query when it is awaited, or on execute())
+        await waitFor(
+          async () => {
+            const [r] = await sql.unsafe(
+              `select count(*) as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%enqueue_jobs%'`,
+            );
+            return Number(r.n) > 0;
+          },
+          10_000,
+          "the late writer to wait",
+        );
+        // Meanwhile the ring moves on and slot s0 is reclaimed.
+        await rotate(sql, schema);
+        assert.equal((await runAll(client)).length, 1);
+        assert.equal(await prune(sql, schema, s0), "pruned");
+        release();
+        await holding;
+        const [{ id }] = await late;
+        // The row landed in the reclaimed slot: it is available, claimed and completed, and the slot is not
+        // truncated under it.
+        const [row] = await sql.unsafe(`select slot from ${qs(schema)}.ready where job_id = $1`, [id]);
+        assert.equal(Number(row.slot), s0);
+        assert.equal((await client.getJob(Number(id)))!.state, "available");
+        assert.equal(await prune(sql, schema, s0), "unclaimed");
+        assert.deepEqual(await runAll(client), [Number(id)]);
+        assert.equal((await client.getJob(Number(id)))!.state, "completed");
+        assert.equal(await prune(sql, schema, s0), "pruned");
+      } finally {
+        await holder.end({ timeout: 1 }).catch(() => {});
+        await writer.end({ timeout: 1 }).catch(() => {});
+      }
+    }),
+);
+
+engineTest(
+  "queue_storage",
+  "a long transaction that read queue storage makes prune busy, one that did not lets it proceed",
+  () =>
+    withSchema(async (client, schema, sql) => {
+      await client.enqueueMany(Array.from({ length: 3 }, () => ({ kind: "k" })));
+      const s0 = await currentSlot(sql, schema);
+      await rotate(sql, schema);
+      await runAll(client);
+      const other = postgres(DATABASE_URL, { max: 1, onnotice: () => {} });
+      try {
+        // A REPEATABLE READ transaction that has read the ready table (as a report would).
+        await other.begin("isolation level repeatable read", async (tx) => {
+          await tx.unsafe(`select count(*) from ${qs(schema)}.ready`);
+          assert.equal(await prune(sql, schema, s0), "busy");
+          assert.equal(await slotRows(sql, schema, s0) > 0, true, "nothing lost");
+        });
+        // One that holds its snapshot but never touched queue storage.
+        await other.begin("isolation level repeatable read", async (tx) => {
+          await tx.unsafe(`select count(*) from "${schema}".queues`);
+          assert.equal(await prune(sql, schema, s0), "pruned");
+        });
+      } finally {
+        await other.end({ timeout: 1 }).catch(() => {});
+      }
+    }),
+);
+
+engineTest(
+  "queue_storage",
+  "producer ordering: a job waits behind an uncommitted one only in its shard; an aborted one leaves a gap that is skipped",
+  () =>
+    withSchema(async (client, schema) => {
+      const a = postgres(DATABASE_URL, { max: 1, onnotice: () => {} });
+      try {
+        let finish!: (commit: boolean) => void;
+        const decided = new Promise<boolean>((r) => finish = r);
+        let inserted!: () => void;
+        const insertedP = new Promise<void>((r) => inserted = r);
+        // Producer A enqueues and keeps its transaction open.
+        const txA = a.begin(async (tx) => {
+          await tx.unsafe(
+            `select * from ${qs(schema)}.enqueue_jobs($1::text::jsonb)`,
+            [JSON.stringify([{ kind: "a", queue: "default", args: {}, priority: 2, max_attempts: 5 }])],
+          );
+          inserted();
+          if (!(await decided)) throw new Error("rollback");
+        }).catch(() => "rolled back");
+        await insertedP;
+        // Producer B (another shard) commits at once, and is claimable while A is open.
+        const b = await client.enqueue("b", {});
+        const first = await claim(client, "default", 10, "rt");
+        assert.deepEqual(first.map((j) => j.kind), ["b"]);
+        await client.engine.complete(first.map((j) => ({ id: j.id, lease: j.lease, result: null })), true);
+        // A aborts: the gap in its lane shard never stops a later job.
+        finish(false);
+        await txA;
+        const c = await client.enqueue("c", {});
+        const next = await claim(client, "default", 10, "rt");
+        assert.deepEqual(next.map((j) => j.id), [c.id]);
+        assert.notEqual(b.id, c.id);
+      } finally {
+        await a.end({ timeout: 1 }).catch(() => {});
+      }
+    }),
+);
+
+engineTest(
+  "queue_storage",
+  "two leaders at once: every rotation, promotion, rescue and prune happens once",
+  () =>
+    withSchema(async (client, schema, sql) => {
+      const { createClient } = await import("../../src/client/client.ts");
+      const second = createClient({ databaseUrl: DATABASE_URL, schema, maxConnections: 3 });
+      try {
+        const due = await client.enqueueMany(
+          Array.from({ length: 50 }, () => ({ kind: "k", runAt: new Date(Date.now() + 200) })),
+        );
+        await claim(client, "default", 0, "rt");
+        await new Promise((r) => setTimeout(r, 300));
+        const [p1, p2] = await Promise.all([client.engine.promote(), second.engine.promote()]);
+        assert.equal(p1 + p2, 50, "each due job promoted once");
+        const claimed = await claim(client, "default", 50, "dead-runtime");
+        assert.equal(claimed.length, 50);
+        const [r1, r2] = await Promise.all([client.engine.rescue(0), second.engine.rescue(0)]);
+        assert.equal(r1.length + r2.length, 50, "each attempt rescued once");
+        const ids = new Set([...r1, ...r2].map((r) => r.id));
+        assert.equal(ids.size, 50);
+        const [g] = await sql.unsafe(`select max(generation) as g from ${qs(schema)}.ring_rotations`);
+        const rot = await Promise.all([1, 2, 3].map(() => sql.unsafe(`select ${qs(schema)}.rotate(0) as s`)));
+        assert.equal(rot.filter(([r]) => r.s !== null).length >= 1, true);
+        const [g2] = await sql.unsafe(`select max(generation) as g from ${qs(schema)}.ring_rotations`);
+        assert.equal(
+          Number(g2.g) - Number(g.g),
+          rot.filter(([r]) => r.s !== null).length,
+          "one generation per success",
+        );
+        for (const j of due) {
+          const job = (await client.getJob(j.id))!;
+          assert.equal(job.state, "retryable");
+          assert.equal(job.errors.length, 1, "one closure per attempt");
+        }
+        const [dups] = await sql.unsafe(
+          `select count(*) as n from (select job_id, lease from ${
+            qs(schema)
+          }.closed group by 1, 2 having count(*) > 1) x`,
+        );
+        assert.equal(Number(dups.n), 0);
+      } finally {
+        await second.close();
+      }
+    }),
+);
+
+engineTest(
+  "queue_storage",
+  "cancel racing a claim: the job either never runs or its attempt is cancelled",
+  () =>
+    withSchema(async (client) => {
+      for (let round = 0; round < 20; round++) {
+        const job = await client.enqueue("k", {}, { queue: `race${round}` });
+        const [claimed, cancelled] = await Promise.allSettled([
+          claim(client, `race${round}`, 1, "rt"),
+          client.cancel(job.id),
+        ]);
+        assert.equal(cancelled.status, "fulfilled", String((cancelled as PromiseRejectedResult).reason));
+        const after = (await client.getJob(job.id))!;
+        assert.equal(after.state, "cancelled");
+        const got = claimed.status === "fulfilled" ? claimed.value : [];
+        if (got.length === 1) {
+          // The claim won: its late completion changes nothing.
+          assert.deepEqual(
+            await client.engine.complete([{ id: job.id, lease: got[0].lease, result: 1 }], true),
+            [],
+          );
+        }
+        assert.equal((await client.getJob(job.id))!.state, "cancelled");
+        assert.equal((await claim(client, `race${round}`, 1, "rt")).length, 0, "never claimable again");
+      }
+    }),
+);
+
+engineTest(
+  "queue_storage",
+  "callbacks: early complete, duplicate complete, park then complete, park-resume-complete, heartbeat while parked",
+  () =>
+    withSchema(async (client) => {
+      const jobs = await client.enqueueMany(Array.from({ length: 4 }, () => ({ kind: "fn" })));
+      const claimed = await claim(client, "default", 4, "rt", {}, { fn: 60_000 });
+      const byId = new Map(claimed.map((j) => [j.id, j]));
+      const [early, parkThenComplete, resumed, beat] = jobs.map((j) => byId.get(j.id)!);
+      // Early: the function calls back before the worker parks; the park then does nothing.
+      assert.equal((await client.completeExternal(early.callbackId!, { e: 1 })).state, "completed");
+      assert.equal(await client.engine.park(early.id, early.lease, early.callbackId!), false);
+      await assert.rejects(client.completeExternal(early.callbackId!, { e: 2 }), /no longer pending/);
+      assert.deepEqual((await client.getJob(early.id))!.result, { e: 1 });
+      // Park, then complete: parking is not a closure.
+      assert.equal(
+        await client.engine.park(parkThenComplete.id, parkThenComplete.lease, parkThenComplete.callbackId!),
+        true,
+      );
+      assert.equal((await client.getJob(parkThenComplete.id))!.state, "waiting_external");
+      assert.equal((await client.completeExternal(parkThenComplete.callbackId!, 7)).state, "completed");
+      assert.equal((await client.getJob(parkThenComplete.id))!.result, 7);
+      // Park, resume (the handler goes on), then the handler completes under the same lease.
+      assert.equal(await client.engine.park(resumed.id, resumed.lease, resumed.callbackId!), true);
+      assert.equal((await client.resumeExternal(resumed.callbackId!, "go")).state, "running");
+      assert.equal((await client.getJob(resumed.id))!.state, "running");
+      assert.deepEqual(
+        await client.engine.complete([{ id: resumed.id, lease: resumed.lease, result: "done" }], true),
+        [
+          resumed.id,
+        ],
+      );
+      assert.equal((await client.getJob(resumed.id))!.result, "done");
+      // A heartbeat while parked moves the deadline and keeps the job waiting.
+      assert.equal(await client.engine.park(beat.id, beat.lease, beat.callbackId!), true);
+      const hb = await client.heartbeatExternal(beat.callbackId!, { timeoutSeconds: 900 });
+      assert.equal(hb.state, "waiting_external");
+      assert.ok(+hb.timeoutAt! > Date.now() + 800_000);
+      // A stale writer of the parked attempt (the worker's own outcome after a complete) changes nothing.
+      assert.equal(
+        await client.engine.fail({ id: early.id, lease: early.lease, error: "late", terminal: true }),
+        null,
+      );
+    }),
+);
+
+engineTest(
+  "queue_storage",
+  "pinned slots: a paused backlog is forwarded and a long attempt moved out, then the slot is reclaimed",
+  () =>
+    withSchema(async (client, schema, sql) => {
+      await client.pauseQueue("paused", { create: true });
+      const backlog = await client.enqueueMany(
+        Array.from({ length: 20 }, (_, i) => ({ kind: "k", queue: "paused", args: { i } })),
+      );
+      const long = await client.enqueue("long", {});
+      const s0 = await currentSlot(sql, schema);
+      const [attempt] = await claim(client, "default", 1, "rt");
+      assert.equal(attempt.id, long.id);
+      await rotate(sql, schema);
+      assert.equal(await prune(sql, schema, s0), "open_attempts");
+      // The long attempt leaves the ring (parkAfter 0 here) and stays running; the backlog still pins the slot.
+      const [m] = await sql.unsafe(`select ${qs(schema)}.move_long_attempts($1, 0) as n`, [s0]);
+      assert.equal(Number(m.n), 1);
+      assert.equal((await client.getJob(long.id))!.state, "running");
+      assert.equal(await prune(sql, schema, s0), "unclaimed");
+      // Forwarding copies the unclaimed rows to the current slot (same lane positions) and reclaims s0.
+      assert.equal(await prune(sql, schema, s0, true), "pruned");
+      assert.equal(await slotRows(sql, schema, s0), 0);
+      // Nothing lost, order kept: resumed, the backlog runs in enqueue order; the long job completes.
+      await client.resumeQueue("paused");
+      const ran = await runAll(client, "paused");
+      assert.deepEqual(ran, backlog.map((j) => j.id));
+      assert.deepEqual(
+        await client.engine.complete([{ id: long.id, lease: attempt.lease, result: "ok" }], true),
+        [long.id],
+      );
+      assert.equal((await client.getJob(long.id))!.state, "completed");
+    }),
+);
