@@ -87,7 +87,7 @@ export async function claimJobs(db: Db, n: SchemaNames, req: ClaimRequest): Prom
        ${claimUpdate(n, REGISTER_HTTP_CALLBACK)}),
      superseded as (
        update ${n.q}.callbacks c set state = 'superseded', resolved_at = now()
-        where c.state = 'pending' and c.job_id in (select id from claimed where $7::text::jsonb ? kind)),
+        where c.state = 'pending' and c.job_id = any(array(select id from claimed where $7::text::jsonb ? kind))),
      registered as (
        insert into ${n.q}.callbacks (id, job_id, attempt, lease, kind, deadline_at)
        select c.callback_id, c.id, c.attempt, c.lease, 'http', c.callback_timeout_at
