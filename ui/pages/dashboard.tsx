@@ -6,7 +6,7 @@ import { Link } from "../components/link.tsx";
 import { StorageCard } from "../components/storage_card.tsx";
 import { TableWrap } from "../components/table_wrap.tsx";
 import { ThroughputChart } from "../components/throughput_chart.tsx";
-import { fmtAge, fmtCount, fmtNum, stateLabel } from "../format.ts";
+import { fmtAge, fmtCount, stateLabel } from "../format.ts";
 import { usePoll, useTitle } from "../hooks.ts";
 import { isUnhealthy } from "./runtimes.tsx";
 
