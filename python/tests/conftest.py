@@ -26,14 +26,15 @@ PYTHON_DIR = Path(__file__).resolve().parents[1]
 REPO = PYTHON_DIR.parent
 
 try:  # the installed package (CI); else the sources beside the tests
-    import svc_queue  # noqa: F401
-
-    SOURCE_PATH: str | None = None
+    import svc_queue
 except ImportError:
     sys.path.insert(0, str(PYTHON_DIR))
-    SOURCE_PATH = str(PYTHON_DIR)
+    import svc_queue
 
 from svc_queue import Client, Job  # noqa: E402
+
+# Child Python processes (the example) import the same svc_queue as the tests.
+PACKAGE_PATH = str(Path(svc_queue.__file__).resolve().parents[1])
 
 DATABASE_URL = os.environ.get("TEST_DATABASE_URL") or "postgres://postgres@127.0.0.1:5432/postgres"
 ENGINES = [os.environ["SVC_TEST_ENGINE"]] if os.environ.get("SVC_TEST_ENGINE") else ["canonical", "queue_storage"]
@@ -234,8 +235,7 @@ def start_example(secret_hex: str | None) -> tuple[Process, str]:
     env = {"PORT": "0", "PYTHONUNBUFFERED": "1"}
     if secret_hex:
         env["SERVICE_CALLBACK_HMAC_SECRET"] = secret_hex
-    if SOURCE_PATH:
-        env["PYTHONPATH"] = SOURCE_PATH
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [PACKAGE_PATH, os.environ.get("PYTHONPATH")] if p)
     p = Process([sys.executable, str(PYTHON_DIR / "examples" / "function_endpoint.py")], env)
     try:
         url = p.wait_line(
