@@ -11,6 +11,21 @@ from conftest import DATABASE_URL, drop_schema, fresh_schema, run_cli, start_ts_
 from svc_queue import EXPECTED_SCHEMA_VERSION, Client
 
 
+def not_ready(**fields: object) -> dict[str, object]:
+    """The report of a cluster that is not ready: nothing known beyond ``fields``."""
+    return {
+        "ready": False,
+        "postgres": "connected",
+        "schema_version": None,
+        "expected_schema_version": EXPECTED_SCHEMA_VERSION,
+        "storage": "unknown",
+        "storage_transition": "unknown",
+        "live_runtimes": 0,
+        "unhealthy_runtimes": 0,
+        **fields,
+    }
+
+
 def cli_health(schema: str) -> dict[str, object]:
     r = run_cli("health", "--json", schema=schema)
     report: dict[str, object] = json.loads(r.stdout)
@@ -19,16 +34,12 @@ def cli_health(schema: str) -> dict[str, object]:
 
 def test_health_with_no_worker_matches_svc_health(client: Client, schema: str, engine: str) -> None:
     report = client.health_check()
-    assert report == {
-        "ready": True,
-        "postgres": "connected",
-        "schema_version": EXPECTED_SCHEMA_VERSION,
-        "expected_schema_version": EXPECTED_SCHEMA_VERSION,
-        "storage": engine,
-        "storage_transition": "active" if engine == "queue_storage" else "canonical",
-        "live_runtimes": 0,
-        "unhealthy_runtimes": 0,
-    }
+    assert report == not_ready(
+        ready=True,
+        schema_version=EXPECTED_SCHEMA_VERSION,
+        storage=engine,
+        storage_transition="active" if engine == "queue_storage" else "canonical",
+    )
     assert report == cli_health(schema)
 
 
@@ -55,17 +66,7 @@ def test_health_of_an_unmigrated_schema() -> None:
     try:
         with Client(DATABASE_URL, schema=schema, max_connections=1) as client:
             report = client.health_check()
-        assert report == {
-            "ready": False,
-            "postgres": "connected",
-            "schema_version": None,
-            "expected_schema_version": EXPECTED_SCHEMA_VERSION,
-            "storage": "unknown",
-            "storage_transition": "unknown",
-            "live_runtimes": 0,
-            "unhealthy_runtimes": 0,
-            "reason": "svc schema not installed: run `svc migrate`",
-        }
+        assert report == not_ready(reason="svc schema not installed: run `svc migrate`")
         assert cli_health(schema) == report
     finally:
         drop_schema(schema)  # nothing was created; dropped anyway in case
@@ -78,15 +79,6 @@ def test_health_of_an_unreachable_database() -> None:
     with Client(f"postgres://postgres@127.0.0.1:{port}/postgres", schema="svc", connect_timeout=2) as client:
         report = client.health_check()
     reason = report.pop("reason")  # type: ignore[misc]
-    assert report == {
-        "ready": False,
-        "postgres": "unreachable",
-        "schema_version": None,
-        "expected_schema_version": EXPECTED_SCHEMA_VERSION,
-        "storage": "unknown",
-        "storage_transition": "unknown",
-        "live_runtimes": 0,
-        "unhealthy_runtimes": 0,
-    }
+    assert report == not_ready(postgres="unreachable")
     assert reason.startswith("database unreachable (") and "check the database URL" in reason
     assert "refused" in reason.lower() or "connect" in reason.lower()
