@@ -15,6 +15,7 @@ import threading
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from types import TracebackType
+from uuid import UUID
 from typing import Any, Iterable, Iterator, Literal, Mapping, Sequence, TypeVar
 
 import psycopg
@@ -366,17 +367,17 @@ class Client:
 
     # -- external completion -------------------------------------------------------------------------
 
-    def resume_external(self, callback_id: str, payload: Any = None) -> CallbackResult:
+    def resume_external(self, callback_id: str | UUID, payload: Any = None) -> CallbackResult:
         """Resumes an in-process handler waiting on the callback: the job goes back to ``running`` and
         the handler's ``waitForCallback`` returns ``payload``."""
         return self._resolve(callback_id, "resume", payload=payload)
 
-    def complete_external(self, callback_id: str, payload: Any = None) -> CallbackResult:
+    def complete_external(self, callback_id: str | UUID, payload: Any = None) -> CallbackResult:
         """Completes the callback's job with ``payload`` as its result (what the HTTP ``complete``
         endpoint does). An in-process handler waiting on it does not resume: its job is completed."""
         return self._resolve(callback_id, "complete", payload=payload)
 
-    def fail_external(self, callback_id: str, error: str, retryable: bool = False) -> CallbackResult:
+    def fail_external(self, callback_id: str | UUID, error: str, retryable: bool = False) -> CallbackResult:
         """Fails the callback's attempt: ``failed`` for good, or with ``retryable=True`` retried per the
         job's retry policy (``retryable``, or ``failed`` when its attempts are exhausted)."""
         if not isinstance(error, str):
@@ -385,7 +386,7 @@ class Client:
             raise ValidationError("retryable must be a bool")
         return self._resolve(callback_id, "fail", error=error, retryable=retryable)
 
-    def heartbeat_external(self, callback_id: str, timeout_seconds: int) -> CallbackResult:
+    def heartbeat_external(self, callback_id: str | UUID, timeout_seconds: int) -> CallbackResult:
         """Sets the callback's deadline to now + ``timeout_seconds`` (1 to 2592000: a reset, not an
         addition); the result's ``timeout_at`` is the new deadline."""
         if not _is_int(timeout_seconds) or not 1 <= timeout_seconds <= MAX_HEARTBEAT_SECONDS:
@@ -396,7 +397,7 @@ class Client:
 
     def _resolve(
         self,
-        callback_id: str,
+        callback_id: str | UUID,
         action: str,
         *,
         payload: Any = None,
@@ -478,10 +479,8 @@ class Client:
             if base["postgres"] == "connected":
                 raise
             why = _first_line(e)
-        return {
-            **base,
-            "reason": f"database unreachable ({why}); check the database URL and that PostgreSQL is running",
-        }
+        base["reason"] = f"database unreachable ({why}); check the database URL and that PostgreSQL is running"
+        return base
 
     # -- SQL -----------------------------------------------------------------------------------------
 
@@ -490,7 +489,7 @@ class Client:
     ) -> list[dict[str, Any]]:
         """Runs one statement of the SQL API, turning its errors into the library's."""
         try:
-            cur.execute(sql.encode(), params)  # type: ignore[arg-type]
+            cur.execute(sql.encode(), params)
             return cur.fetchall()
         except psycopg.errors.RaiseException as e:  # SQLSTATE P0001: the REST code in HINT
             raise _api_error(e, job_id) from None

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import uuid
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 import pytest
@@ -15,6 +15,7 @@ from conftest import DATABASE_URL, REPO, count_jobs
 from svc_queue import (
     CallbackNotFoundError,
     Client,
+    EnqueueItem,
     InvalidStateError,
     JobNotFoundError,
     Unique,
@@ -253,14 +254,14 @@ BAD_ENQUEUES: list[tuple[str, dict[str, Any], str]] = [
 
 def test_bad_input_raises_and_writes_nothing(client: Client, schema: str) -> None:
     for name, opts, message in BAD_ENQUEUES:
-        item = {"kind": "k", **opts}
+        item: dict[str, Any] = {"kind": "k", **opts}
         kind = item.pop("kind")
         args = item.pop("args", None)
         with pytest.raises(ValidationError, match=message) as e:
             client.enqueue(kind, args, **item)
         assert e.value.code == "invalid_request" and isinstance(e.value, ValueError), name
         with pytest.raises(ValidationError, match=message):
-            client.enqueue_many([{"kind": "fine"}, {"kind": "k", **opts}])
+            client.enqueue_many([{"kind": "fine"}, cast(EnqueueItem, {"kind": "k", **opts})])
     assert count_jobs(schema) == 0
 
 

@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import socket
 
+import pytest
+
 from conftest import DATABASE_URL, drop_schema, fresh_schema, run_cli, start_ts_worker, wait_for
 
-from svc_queue import EXPECTED_SCHEMA_VERSION, Client
+from svc_queue import EXPECTED_SCHEMA_VERSION, Client, ConnectTimeoutError
 
 
 def not_ready(**fields: object) -> dict[str, object]:
@@ -78,6 +80,8 @@ def test_health_of_an_unreachable_database() -> None:
         port = s.getsockname()[1]
     with Client(f"postgres://postgres@127.0.0.1:{port}/postgres", schema="svc", connect_timeout=2) as client:
         report = client.health_check()
+        with pytest.raises(ConnectTimeoutError, match=f"no PostgreSQL answered at 127.0.0.1:{port} within 2 s"):
+            client.enqueue("k", {})
     reason = report.pop("reason")  # type: ignore[misc]
     assert report == not_ready(postgres="unreachable")
     assert reason.startswith("database unreachable (") and "check the database URL" in reason
