@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import postgres from "postgres";
 import type { Client } from "../../src/client/client.ts";
 import { createClient } from "../../src/client/client.ts";
-import { DATABASE_URL, dropSchema, engineTest, freshSchema, liveRuntime, waitFor } from "../helpers/db.ts";
+import { DATABASE_URL, dropSchema, engineTest, freshSchema, waitFor } from "../helpers/db.ts";
 import { svcIn } from "../helpers/cli.ts";
 import { startWorker } from "../helpers/worker.ts";
 import { claim } from "../helpers/claim.ts";

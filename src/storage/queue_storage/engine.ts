@@ -53,7 +53,6 @@ import { cancelJob, getJob, listJobs, retryJob } from "../shared/sql_api.ts";
 import { readStorageState } from "../shared/state.ts";
 import { CronStore } from "../shared/cron.ts";
 import { Batcher } from "../../runtime/batcher.ts";
-import { jobFromJson } from "../../wire.ts";
 
 /** Where a claimed attempt's ready row is. */
 interface Locator {
