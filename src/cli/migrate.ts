@@ -1,6 +1,6 @@
 /** `svc migrate [--status] [--engine E] [--qs-schema S] [--qs-slots N] [--qs-rotation-interval S]`. */
 import { Command, InvalidArgumentError } from "commander";
-import { EngineMismatchError } from "../db/migrate.ts";
+import { EngineMismatchError, QsParamsMismatchError } from "../db/migrate.ts";
 import { CliError, intArg, printJson, UsageError, withClient, withDb } from "./common.ts";
 import { validateSchemaName } from "../db/names.ts";
 
@@ -81,7 +81,9 @@ export function migrateCommand(): Command {
               : o.qsRotationInterval * 1000,
           });
         } catch (e) {
-          if (e instanceof EngineMismatchError) throw new UsageError(e.message);
+          if (e instanceof EngineMismatchError || e instanceof QsParamsMismatchError) {
+            throw new UsageError(e.message);
+          }
           throw e;
         }
         if (o.json) {

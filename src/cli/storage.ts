@@ -26,7 +26,7 @@ export function statusText(s: StorageStatus): string {
     (s.queue_storage_schema ? ` (schema ${s.queue_storage_schema})` : ""),
     `live runtimes: ${s.runtimes.queue_storage_capable} can execute queue storage, ` +
     `${s.runtimes.canonical_only} only canonical`,
-    `blockers: ${s.blockers.length ? "" : "none"}`,
+    `blockers:${s.blockers.length ? "" : " none"}`,
     ...s.blockers.map((b) => `  - ${b}`),
     `abort possible: ${s.abort_possible ? "yes" : "no"}`,
     `next step: ${s.next_step ?? "none (the transition is finished)"}`,

@@ -36,6 +36,14 @@ export class EngineMismatchError extends ValidationError {
   }
 }
 
+/** Raised when a queue-storage parameter differs from the one the database was installed with. */
+export class QsParamsMismatchError extends ValidationError {
+  constructor(message: string) {
+    super(message);
+    this.name = "QsParamsMismatchError";
+  }
+}
+
 /** The storage engines. */
 export type EngineName = "canonical" | "queue_storage";
 
@@ -143,7 +151,29 @@ export async function migrate(db: Db, names: SchemaNames, opts: MigrateOptions =
       const current = (st?.engine ?? "canonical") as EngineName;
       if (current !== opts.engine) throw new EngineMismatchError(current, opts.engine);
     }
-    const qs: QsParams = (await readQsParams(tx, names)) ?? {
+    const installed = await readQsParams(tx, names);
+    if (installed) {
+      // The ring's shape is fixed when queue storage is first installed; asking for another one is an error,
+      // not something to ignore silently.
+      const asked: [string, unknown, unknown][] = [
+        ["--qs-schema", opts.qsSchema, installed.schema],
+        ["--qs-slots", opts.qsSlots, installed.slots],
+        ["--qs-rotation-interval", opts.qsRotationIntervalMs, installed.rotationMs],
+        ["qsShards", opts.qsShards, installed.shards],
+      ];
+      for (const [name, want, have] of asked) {
+        if (want !== undefined && want !== have) {
+          const show = (v: unknown) =>
+            name === "--qs-rotation-interval" ? `${Number(v) / 1000} s` : String(v);
+          throw new QsParamsMismatchError(
+            `${name} ${show(want)} differs from the installed ${
+              show(have)
+            }; queue-storage parameters are fixed when first installed`,
+          );
+        }
+      }
+    }
+    const qs: QsParams = installed ?? {
       schema: opts.qsSchema ?? `${names.schema}_qs`,
       slots: opts.qsSlots ?? QS_DEFAULTS.slots,
       rotationMs: opts.qsRotationIntervalMs ?? QS_DEFAULTS.rotationIntervalMs,

@@ -398,6 +398,21 @@ Deno.test("an unmigrated database: each command says to run `svc migrate`; migra
     );
     assert.match(ok(await svcIn(schema, ["migrate", "--engine", TEST_ENGINE])), /already at version/);
     assert.equal(ok(await svcIn(schema, ["job", "list"])), "no jobs match\n");
+    // The engine and the queue-storage parameters are fixed once installed: asking for others is a usage error.
+    const other = TEST_ENGINE === "canonical" ? "queue_storage" : "canonical";
+    for (
+      const [args, re] of [
+        [["--engine", other], /applies only to a new database/],
+        [["--qs-slots", "16"], /--qs-slots 16 differs from the installed 8/],
+        [["--qs-rotation-interval", "60"], /--qs-rotation-interval 60 s differs from the installed 30 s/],
+        [["--qs-schema", `${schema}_other`], /differs from the installed/],
+      ] as const
+    ) {
+      const r = await svcIn(schema, ["migrate", ...args]);
+      assert.equal(r.code, 2, `${args.join(" ")}: ${r.stdout} ${r.stderr}`);
+      assert.match(r.stderr, re);
+    }
+    assert.match(ok(await svcIn(schema, ["migrate", "--qs-slots", "8"])), /already at version/);
   } finally {
     const { drop } = await testClient({ schema });
     await drop();
