@@ -3,7 +3,7 @@
  * subcommands (`prepare`, `enter-mixed-transition`, `finalize`, `abort`) come with the
  * queue-storage engine.
  */
-import { Command } from "commander";
+import { Command } from "npm:commander@15.1.0";
 import { printJson, withClient, withDb } from "./common.ts";
 
 function statusCommand(): Command {
