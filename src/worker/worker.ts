@@ -274,7 +274,7 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
       }
       if (cronDefs.length) await engine.cron.upsert(cronDefs, id);
       if (healthAddr) {
-        const listener = startHealthListener(healthAddr, () => worker.healthCheck());
+        const listener = await startHealthListener(healthAddr, () => worker.healthCheck());
         stops.push(() => listener.close());
         logger.info(`svc: health listener on ${listener.addr.hostname}:${listener.addr.port}`);
       }
