@@ -3,7 +3,7 @@
  * subcommands (`prepare`, `enter-mixed-transition`, `finalize`, `abort`) come with the
  * queue-storage engine.
  */
-import { Command } from "npm:commander@15.1.0";
+import { Command } from "npm:commander@14.0.3";
 import { printJson, withClient, withDb } from "./common.ts";
 
 function statusCommand(): Command {
