@@ -165,17 +165,26 @@ async function run(cmd: string, args: string[], cwd: string): Promise<string> {
   return text;
 }
 
+/**
+ * The module specifiers of import and export statements (from the start of a line) and of dynamic
+ * `import("...")`: group 1 is what precedes the quote, group 2 the quote, group 3 the specifier.
+ */
+export const IMPORT_SPECIFIER =
+  /(^\s*(?:import|export)\s+(?:type\s+)?(?:[\w$*{},\s]+?\s+from\s+)?|\bimport\s*\(\s*)(["'])([^"'\n]+)\2/gm;
+
+/** Every module specifier of a source file. */
+export function importSpecifiers(text: string): string[] {
+  return [...text.matchAll(IMPORT_SPECIFIER)].map((m) => m[3]);
+}
+
 /** Rewrites a source file for the declaration build: `npm:` specifiers to package names, `.ts` to `.js`. */
 export function rewriteForNode(text: string): string {
-  return text.replace(
-    /((?:from|import)\s*\(?\s*)(["'])([^"']+)\2/g,
-    (all, pre: string, q: string, spec: string) => {
-      const p = spec.startsWith("npm:") ? parseNpmSpecifier(spec) : null;
-      if (p) return `${pre}${q}${p.name}${p.sub}${q}`;
-      if (/^\.\.?\//.test(spec) && spec.endsWith(".ts")) return `${pre}${q}${spec.slice(0, -3)}.js${q}`;
-      return all;
-    },
-  );
+  return text.replace(IMPORT_SPECIFIER, (all, pre: string, q: string, spec: string) => {
+    const p = spec.startsWith("npm:") ? parseNpmSpecifier(spec) : null;
+    if (p) return `${pre}${q}${p.name}${p.sub}${q}`;
+    if (/^\.\.?\//.test(spec) && spec.endsWith(".ts")) return `${pre}${q}${spec.slice(0, -3)}.js${q}`;
+    return all;
+  });
 }
 
 async function copyTree(from: string, to: string, filter: (file: string) => boolean): Promise<void> {

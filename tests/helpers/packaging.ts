@@ -227,3 +227,17 @@ export function onPath(program: string): boolean {
   }
   return false;
 }
+
+/**
+ * A DENO_DIR of its own under `dir` for Deno subprocesses (so that the modules of temporary folders and
+ * test servers are not cached for good), sharing the npm packages already downloaded.
+ */
+export async function isolatedDenoDir(dir: string): Promise<string> {
+  const info = JSON.parse(
+    (await mustRun(Deno.execPath(), ["info", "--json"])).stdout,
+  ) as { npmCache: string };
+  const denoDir = `${dir}/deno-dir`;
+  await Deno.mkdir(denoDir, { recursive: true });
+  await Deno.symlink(info.npmCache, `${denoDir}/npm`);
+  return denoDir;
+}
