@@ -2,6 +2,7 @@
  * Helpers of the packaging tests: commands with a time limit, long-running commands whose whole
  * process tree is stopped afterwards, temporary folders, and the published file set of deno.json.
  */
+import assert from "node:assert/strict";
 import { collectLines } from "./process.ts";
 import { TEST_ENGINE } from "./db.ts";
 
@@ -24,13 +25,9 @@ export interface CommandRun {
   stderr: string;
 }
 
-/** Runs a command (in `cwd`, `env` on top of this process's); kills it after `timeoutMs`. */
-export async function runCommand(
-  cmd: string,
-  args: string[],
-  opts: { cwd?: string; env?: Record<string, string>; timeoutMs?: number } = {},
-): Promise<CommandRun> {
-  const child = new Deno.Command(cmd, {
+/** Starts a command (in `cwd`, `env` on top of this process's), no input, its output piped. */
+function spawnPiped(cmd: string, args: string[], opts: { cwd?: string; env?: Record<string, string> }) {
+  return new Deno.Command(cmd, {
     args,
     cwd: opts.cwd,
     env: { NO_COLOR: "1", ...opts.env },
@@ -38,6 +35,15 @@ export async function runCommand(
     stdout: "piped",
     stderr: "piped",
   }).spawn();
+}
+
+/** Runs a command (in `cwd`, `env` on top of this process's); kills it after `timeoutMs`. */
+export async function runCommand(
+  cmd: string,
+  args: string[],
+  opts: { cwd?: string; env?: Record<string, string>; timeoutMs?: number } = {},
+): Promise<CommandRun> {
+  const child = spawnPiped(cmd, args, opts);
   const timeoutMs = opts.timeoutMs ?? 120_000;
   let timedOut = false;
   const timer = setTimeout(() => {
@@ -134,14 +140,7 @@ export function startService(
   args: string[],
   opts: { cwd?: string; env?: Record<string, string> } = {},
 ): Service {
-  const child = new Deno.Command(cmd, {
-    args,
-    cwd: opts.cwd,
-    env: { NO_COLOR: "1", ...opts.env },
-    stdin: "null",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
+  const child = spawnPiped(cmd, args, opts);
   const lines: string[] = [];
   const reading = Promise.all([collectLines(child.stdout, lines), collectLines(child.stderr, lines)]);
   let exited = false;
@@ -183,6 +182,33 @@ export function startService(
       await status;
     },
   };
+}
+
+/**
+ * Checks a starting `svc serve`: it prints its address, answers `/` with the UI's index.html and
+ * `/app.js` with the bundle, then stops on SIGTERM with exit code 0. The process is killed whatever
+ * happens.
+ */
+export async function checkServeAnswersUi(serve: Service): Promise<void> {
+  try {
+    const line = await serve.waitLine(/svc serve: open http:\/\/127\.0\.0\.1:\d+\//);
+    const base = /(http:\/\/127\.0\.0\.1:\d+)\//.exec(line)![1];
+    const index = await fetch(`${base}/`);
+    assert.equal(index.status, 200);
+    assert.match(index.headers.get("content-type")!, /^text\/html/);
+    assert.match(await index.text(), /<script[^>]+app\.js/);
+    const js = await fetch(`${base}/app.js`);
+    assert.equal(js.status, 200);
+    assert.match(js.headers.get("content-type")!, /^text\/javascript/);
+    await js.body?.cancel();
+    const stats = await fetch(`${base}/api/stats`);
+    assert.equal(stats.status, 200);
+    await stats.body?.cancel();
+    assert.equal(await serve.stop(), 0, serve.lines.join("\n"));
+    assert.ok(serve.lines.some((l) => l.includes("svc serve: stopped")), serve.lines.join("\n"));
+  } finally {
+    await serve.kill();
+  }
 }
 
 /** Copies a file or a folder tree. */

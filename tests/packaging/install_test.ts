@@ -15,8 +15,10 @@
  */
 import assert from "node:assert/strict";
 import { relative } from "node:path";
+import { pathExists } from "../../src/runtime/runtime.ts";
 import { DATABASE_URL, dropSchema, freshSchema, TEST_ENGINE } from "../helpers/db.ts";
 import {
+  checkServeAnswersUi,
   copyPublishedFiles,
   isolatedDenoDir,
   mustRun,
@@ -37,8 +39,8 @@ Deno.test({
       const pkg = `${dir}/pkg`;
       const included = await copyPublishedFiles(pkg);
       assert.ok(included.some((p) => p.startsWith("src")), "src/ is published");
-      assert.ok(await exists(`${pkg}/src/generated/migrations.ts`));
-      assert.ok(await exists(`${pkg}/src/generated/ui.ts`));
+      assert.ok(await pathExists(`${pkg}/src/generated/migrations.ts`));
+      assert.ok(await pathExists(`${pkg}/src/generated/ui.ts`));
       // Not read at run time: the generated modules hold them.
       await Deno.remove(`${pkg}/migrations`, { recursive: true }).catch(() => {});
       await Deno.remove(`${pkg}/ui`, { recursive: true }).catch(() => {});
@@ -48,41 +50,12 @@ Deno.test({
       const schema = freshSchema("pub");
       const env = { DATABASE_URL, DENO_DIR: denoDir };
       try {
-        const migrated = await mustRun(
-          DENO,
-          ["run", "-A", `${pkg}/cli.ts`, "--schema", schema, "migrate", "--engine", TEST_ENGINE],
-          { cwd: elsewhere, env, timeoutMs: 120_000 },
-        );
+        const svc = ["run", "-A", `${pkg}/cli.ts`, "--schema", schema];
+        const opts = { cwd: elsewhere, env, timeoutMs: 120_000 };
+        const migrated = await mustRun(DENO, [...svc, "migrate", "--engine", TEST_ENGINE], opts);
         assert.match(migrated.stdout, new RegExp(`migrated schema ${schema} from version 0 to`));
-
-        const serve = startService(DENO, [
-          "run",
-          "-A",
-          `${pkg}/cli.ts`,
-          "--schema",
-          schema,
-          "serve",
-          "--port",
-          "0",
-        ], {
-          cwd: elsewhere,
-          env,
-        });
-        try {
-          const line = await serve.waitLine(/svc serve: open http:\/\/127\.0\.0\.1:\d+\//);
-          const base = /(http:\/\/127\.0\.0\.1:\d+)\//.exec(line)![1];
-          const index = await fetch(`${base}/`);
-          assert.equal(index.status, 200);
-          assert.match(index.headers.get("content-type")!, /^text\/html/);
-          assert.match(await index.text(), /app\.js/);
-          const js = await fetch(`${base}/app.js`);
-          assert.equal(js.status, 200);
-          assert.match(js.headers.get("content-type")!, /^text\/javascript/);
-          await js.body?.cancel();
-          assert.equal(await serve.stop(), 0, serve.lines.join("\n"));
-        } finally {
-          await serve.kill();
-        }
+        const serve = startService(DENO, [...svc, "serve", "--port", "0"], opts);
+        await checkServeAnswersUi(serve);
       } finally {
         await dropSchema(schema);
       }
@@ -218,12 +191,3 @@ Deno.test({
       }
     }),
 });
-
-async function exists(path: string): Promise<boolean> {
-  try {
-    await Deno.stat(path);
-    return true;
-  } catch {
-    return false;
-  }
-}

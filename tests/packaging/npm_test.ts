@@ -10,6 +10,7 @@
 import assert from "node:assert/strict";
 import { DATABASE_URL, dropSchema, freshSchema, TEST_ENGINE } from "../helpers/db.ts";
 import {
+  checkServeAnswersUi,
   IN_CI,
   mustRun,
   onPath,
@@ -243,24 +244,7 @@ Deno.test({
             cwd: proj,
             env,
           });
-          try {
-            const line = await serve.waitLine(/svc serve: open http:\/\/127\.0\.0\.1:\d+\//);
-            const base = /(http:\/\/127\.0\.0\.1:\d+)\//.exec(line)![1];
-            const index = await fetch(`${base}/`);
-            assert.equal(index.status, 200);
-            assert.match(index.headers.get("content-type")!, /^text\/html/);
-            assert.match(await index.text(), /<script[^>]+app\.js/);
-            const js = await fetch(`${base}/app.js`);
-            assert.equal(js.status, 200);
-            await js.body?.cancel();
-            const stats = await fetch(`${base}/api/stats`);
-            assert.equal(stats.status, 200);
-            await stats.body?.cancel();
-            assert.equal(await serve.stop(), 0, serve.lines.join("\n"));
-            assert.ok(serve.lines.some((l) => l.includes("svc serve: stopped")), serve.lines.join("\n"));
-          } finally {
-            await serve.kill();
-          }
+          await checkServeAnswersUi(serve);
         });
 
         await t.step("TypeScript compiles a strict consumer against the declarations", async () => {
