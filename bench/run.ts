@@ -3,6 +3,7 @@
  *
  *   deno task bench            full counts (see COUNTS.full)
  *   deno task bench --quick    reduced counts, under 2 minutes
+ *   deno task bench --soak 10  the held-xmin soak on each storage engine (bench/soak.ts)
  *
  * Options: --runs N (default 3), --systems svc,pgboss,graphile_worker, --out FILE.
  *
@@ -30,9 +31,14 @@ import {
 } from "./lib.ts";
 import { type BenchSystem, latencyStats, poolSizeFor } from "./systems/base.ts";
 
-const SYSTEMS = ["svc", "pgboss", "graphile_worker"] as const;
+const SYSTEMS = ["svc", "svc_canonical", "pgboss", "graphile_worker"] as const;
 type SystemName = typeof SYSTEMS[number];
-const LABELS: Record<string, string> = { svc: "svc", pgboss: "pg-boss", graphile_worker: "graphile-worker" };
+const LABELS: Record<string, string> = {
+  svc: "svc",
+  svc_canonical: "svc (canonical)",
+  pgboss: "pg-boss",
+  graphile_worker: "graphile-worker",
+};
 
 interface Counts {
   seq: number;
@@ -102,7 +108,17 @@ const quick = args.quick === true;
 const counts = COUNTS[quick ? "quick" : "full"];
 const repoRoot = new URL("..", import.meta.url);
 
-if (typeof args.child === "string") {
+if (args.soak !== undefined) {
+  // `--soak [MINUTES]`: the held-xmin soak (bench/soak.ts) instead of the comparison.
+  const minutes = typeof args.soak === "string" ? args.soak : "10";
+  const extra = typeof args.out === "string" ? ["--out", args.out] : [];
+  const p = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", new URL("./soak.ts", import.meta.url).pathname, "--minutes", minutes, ...extra],
+    stdout: "inherit",
+    stderr: "inherit",
+  }).output();
+  Deno.exit(p.code);
+} else if (typeof args.child === "string") {
   await child(args.child, Number(args.run ?? 1), String(args.out));
   Deno.exit(0);
 } else {
@@ -496,11 +512,13 @@ function renderReport(
   const get = (sys: string, key: string) =>
     summarize(results.filter((r) => r.system === sys).map((r) => r.metrics[key]));
   const header =
-    "| Row | svc | svc, retention 0 | pg-boss | graphile-worker | svc ÷ pg-boss | svc ÷ graphile-worker |";
-  const lines = [header, "|---|---:|---:|---:|---:|---:|---:|"];
+    "| Row | svc | svc, retention 0 | svc (canonical) | pg-boss | graphile-worker | svc ÷ canonical | " +
+    "svc ÷ pg-boss | svc ÷ graphile-worker |";
+  const lines = [header, "|---|---:|---:|---:|---:|---:|---:|---:|---:|"];
   for (const row of rows()) {
     const svc = get("svc", row.key);
     const svc0 = row.key.match(/^(drain|dead|wal|waldb)_/) ? get("svc", row.key + "_ret0") : null;
+    const canon = get("svc_canonical", row.key);
     const pg = row.svcOnly ? null : get("pgboss", row.key);
     const gw = row.svcOnly ? null : get("graphile_worker", row.key);
     const r0 = (peer: Summary | null) => {
@@ -516,8 +534,9 @@ function renderReport(
           : (row.key.startsWith("drain") || row.key.startsWith("dead") || row.key.startsWith("wal"))
           ? "—"
           : ""
-      } | ` +
+      } | ${cell(canon, row.unit)} | ` +
         `${row.svcOnly ? "n/a" : cell(pg, row.unit)} | ${row.svcOnly ? "n/a" : cell(gw, row.unit)} | ` +
+        `${ratio(svc, canon)} | ` +
         `${row.svcOnly ? "n/a" : r0(pg)} | ${row.svcOnly ? "n/a" : r0(gw)} |`,
     );
   }
@@ -553,7 +572,9 @@ function renderReport(
   }
 
   const date = new Date().toISOString();
-  const markdown = `# Benchmark: svc vs pg-boss vs graphile-worker (${quick ? "quick mode" : "full mode"})
+  const markdown = `# Benchmark: svc (queue storage and canonical) vs pg-boss vs graphile-worker (${
+    quick ? "quick mode" : "full mode"
+  })
 
 Produced by \`deno task bench${quick ? " --quick" : ""}\` on ${date} in ${elapsed.toFixed(0)} s.
 Every figure is the median of ${runs} run${

@@ -591,7 +591,7 @@ create table {{qs}}.spent (
   primary key (queue, priority, shard, seq, slot)
 ) partition by list (slot);
 create index on {{qs}}.spent (job_id);
-create index on {{qs}}.spent (worker) where is_claim;
+create index on {{qs}}.spent (worker, at) where is_claim;
 create index on {{qs}}.spent (deadline_at) where deadline_at is not null;
 
 create table {{qs}}.closed (
@@ -888,6 +888,9 @@ declare
   v_shards jsonb;
   v_out jsonb;
   v_ids regclass := pg_get_serial_sequence(quote_ident(current_schema()) || '.jobs', 'id')::regclass;
+  x jsonb;
+  r record;
+  v_existing jsonb;
 begin
   v_shards := {{qs}}.lock_lanes((select coalesce(jsonb_agg(x), '[]') from jsonb_array_elements(p_jobs) x
                                   where coalesce((x ->> 'run_at')::timestamptz, v_now) <= v_now));
@@ -939,14 +942,21 @@ begin
     into v_out
     from inp i;
   -- Duplicates: the job that holds the key, read in a new statement (it may have committed meanwhile).
-  return query
-    select (x ->> 'ord')::integer, (x ->> 'id')::bigint, x ->> 'state', (x ->> 'run_at')::timestamptz,
-           (x ->> 'created_at')::timestamptz, x ->> 'unique_key', (x ->> 'duplicate')::boolean,
-           case when (x ->> 'duplicate')::boolean then
-             {{qs}}.get_job((select k.job_id from {{qs}}.unique_keys k where k.unique_key = x ->> 'unique_key'))
-           end
-      from jsonb_array_elements(v_out) x
-     where x ? 'ord';
+  -- When that job finished in between (its key is free again), the job is enqueued after all.
+  for x in select e from jsonb_array_elements(v_out) e where e ? 'ord' order by (e ->> 'ord')::integer loop
+    v_existing := null;
+    if (x ->> 'duplicate')::boolean then
+      v_existing := {{qs}}.get_job((select k.job_id from {{qs}}.unique_keys k where k.unique_key = x ->> 'unique_key'));
+      if v_existing is null then
+        select * into r from {{qs}}.enqueue_jobs(jsonb_build_array(p_jobs -> ((x ->> 'ord')::integer)));
+        return query select (x ->> 'ord')::integer, r.id, r.state, r.run_at, r.created_at, r.unique_key, r.duplicate,
+                            r.existing;
+        continue;
+      end if;
+    end if;
+    return query select (x ->> 'ord')::integer, (x ->> 'id')::bigint, x ->> 'state', (x ->> 'run_at')::timestamptz,
+                        (x ->> 'created_at')::timestamptz, x ->> 'unique_key', (x ->> 'duplicate')::boolean, v_existing;
+  end loop;
 end $$;
 
 -- Claims up to p_limit jobs of a queue for runtime p_worker, by priority and then lane position; the
@@ -1584,7 +1594,9 @@ end $$;
 -- Rescues attempts whose runtime stopped heartbeating (rescue_after), whose hard deadline passed (plus
 -- the grace, the worker enforces it first), and, with p_unknown, those of runtimes with no row at all.
 -- A prefetched attempt that never started is given back without consuming its attempt; any other is
--- failed with the stored policy. p_deadline_since bounds the deadline scan (the caller's last scan).
+-- failed with the stored policy. A dead runtime's claims are looked at from a little before its last
+-- sweep on (its earlier ones were closed then), so that its attempts in the ring are read once, not at
+-- every tick. p_deadline_since bounds the deadline scan (the caller's last scan).
 create function {{qs}}.rescue(p_rescue_after_ms bigint, p_grace_ms bigint, p_deadline_since timestamptz,
                               p_unknown boolean)
 returns table (id bigint, kind text, state text, reason text)
@@ -1592,43 +1604,49 @@ language plpgsql set search_path from current as $$
 #variable_conflict use_column
 declare
   v_items jsonb := '[]';
-  v_dead text[];
-  v_reasons jsonb;
+  v_dead jsonb;
+  v_ids text[];
 begin
-  select coalesce(array_agg(w.id), '{}') into v_dead from runtimes w
-   where w.heartbeat_at < now() - p_rescue_after_ms * interval '1 millisecond'
-     and (w.swept_at is null or w.swept_at < w.heartbeat_at);
+  select coalesce(jsonb_object_agg(w.id, coalesce(w.swept_at - interval '10 seconds', '-infinity')), '{}')
+    into v_dead
+    from runtimes w where w.heartbeat_at < now() - p_rescue_after_ms * interval '1 millisecond';
   if p_unknown then
-    v_dead := v_dead || array(
-      with recursive workers as (
-        (select t.worker from {{qs}}.spent t where t.is_claim and t.worker is not null order by t.worker limit 1)
-        union all
-        select (select t.worker from {{qs}}.spent t where t.is_claim and t.worker > w.worker order by t.worker limit 1)
-          from workers w where w.worker is not null)
-      select w.worker from workers w
-       where w.worker is not null and not exists (select 1 from runtimes r where r.id = w.worker));
+    select v_dead || coalesce(jsonb_object_agg(u.worker, '-infinity'::timestamptz), '{}') into v_dead
+      from (
+        with recursive workers as (
+          (select t.worker from {{qs}}.spent t where t.is_claim and t.worker is not null order by t.worker limit 1)
+          union all
+          select (select t.worker from {{qs}}.spent t where t.is_claim and t.worker > w.worker
+                   order by t.worker limit 1)
+            from workers w where w.worker is not null)
+        select w.worker from workers w
+         where w.worker is not null and not exists (select 1 from runtimes r where r.id = w.worker)) u;
   end if;
+  v_ids := array(select jsonb_object_keys(v_dead));
   -- Open attempts of those runtimes, and attempts past their deadline.
-  with open_ring as (
+  with dead as (select key as worker, value #>> '{}' as since from jsonb_each(v_dead)),
+  open_ring as (
     select t.job_id, t.lease, t.slot, t.queue, t.priority, t.shard, t.seq, t.prefetched,
            exists (select 1 from {{qs}}.starts s where s.job_id = t.job_id and s.lease = t.lease and s.slot = t.slot)
              as started,
-           case when t.worker = any(v_dead) then 'heartbeat stale: worker presumed dead' else 'deadline exceeded' end
-             as reason
-      from {{qs}}.spent t
-     where t.is_claim
-       and (t.worker = any(v_dead)
-            or (t.deadline_at < now() - p_grace_ms * interval '1 millisecond' and t.deadline_at >= p_deadline_since))
-       and not exists (select 1 from {{qs}}.closed c where c.job_id = t.job_id and c.lease = t.lease and c.slot = t.slot)),
+           t.worker = any(v_ids) as by_dead
+      from (select t.* from dead d join {{qs}}.spent t on t.worker = d.worker and t.is_claim
+                                                     and t.at >= d.since::timestamptz
+            union
+            select t.* from {{qs}}.spent t
+             where t.deadline_at < now() - p_grace_ms * interval '1 millisecond' and t.deadline_at >= p_deadline_since)
+           t
+     where not exists (select 1 from {{qs}}.closed c where c.job_id = t.job_id and c.lease = t.lease and c.slot = t.slot)),
   open_parked as (
     select p.job_id, p.lease, null::smallint as slot, null::text as queue, null::smallint as priority,
            null::smallint as shard, null::bigint as seq, p.prefetched, p.attempted_at is not null as started,
-           case when p.attempted_by = any(v_dead) then 'heartbeat stale: worker presumed dead' else 'deadline exceeded' end
-             as reason
+           p.attempted_by = any(v_ids) as by_dead
       from {{qs}}.parked p
      where p.state = 'running'
-       and (p.attempted_by = any(v_dead) or p.deadline_at < now() - p_grace_ms * interval '1 millisecond')),
-  all_open as (select * from open_ring union all select * from open_parked)
+       and (p.attempted_by = any(v_ids) or p.deadline_at < now() - p_grace_ms * interval '1 millisecond')),
+  all_open as (
+    select *, case when by_dead then 'heartbeat stale: worker presumed dead' else 'deadline exceeded' end as reason
+      from (select * from open_ring union all select * from open_parked) x)
   select coalesce(jsonb_agg(jsonb_build_object(
            'ord', o - 1, 'id', a.job_id, 'lease', a.lease, 'slot', a.slot, 'queue', a.queue, 'priority', a.priority,
            'shard', a.shard, 'seq', a.seq,
@@ -1637,8 +1655,8 @@ begin
     into v_items
     from (select x.*, row_number() over () as o from all_open x limit 1000) a;
   if jsonb_array_length(v_items) < 1000 then
-    -- every open attempt of those runtimes is in this batch: they need no sweep until they heartbeat again
-    update runtimes w set swept_at = now() where w.id = any(v_dead) and w.heartbeat_at < now();
+    -- every open attempt of those runtimes is in this batch: next time, only their later claims
+    update runtimes w set swept_at = now() where w.id = any(v_ids);
   end if;
   if jsonb_array_length(v_items) = 0 then
     return;

@@ -41,12 +41,16 @@ export interface Job {
   callback_id: string | null;
   callback_timeout_at: string | null;
   attempted_by: string | null;
+  /** The limit of attempts that applied to the latest attempt. */
+  effective_max_attempts?: number | null;
 }
 
 export interface Queue {
   name: string;
   paused: boolean;
   counts: StateCounts;
+  /** States whose count is a lower bound (queue storage counts up to 10,000). */
+  approximate?: JobState[];
   oldest_available_age_seconds: number | null;
 }
 
@@ -58,6 +62,8 @@ export interface ThroughputPoint {
 
 export interface Stats {
   counts: StateCounts;
+  /** States whose count is a lower bound. */
+  approximate?: JobState[];
   queues: Queue[];
   throughput: ThroughputPoint[];
 }

@@ -5,6 +5,11 @@ export function fmtNum(n: number | null | undefined): string {
   return n.toLocaleString("en-US");
 }
 
+/** A count, as a lower bound ("10,000+") when it is approximate. */
+export function fmtCount(n: number | null | undefined, approximate = false): string {
+  return approximate ? `${fmtNum(n)}+` : fmtNum(n);
+}
+
 /** A duration in seconds, two units at most: "45 s", "3 min 20 s", "2 h 5 min", "3 d 4 h". */
 export function fmtAge(seconds: number | null | undefined): string {
   if (seconds === null || seconds === undefined || !Number.isFinite(seconds)) return "–";

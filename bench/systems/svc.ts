@@ -55,15 +55,18 @@ function claimers(): number | undefined {
 }
 
 export default class SvcSystem extends BaseSystem {
-  readonly name = "svc";
-  readonly label = "svc";
-  readonly schemas = ["svc"];
+  readonly name: string = "svc";
+  readonly label: string = "svc";
+  /** The storage engine of the run's database (the default: queue storage). */
+  readonly engine: "queue_storage" | "canonical" = "queue_storage";
+  readonly schemas = ["svc", "svc_qs"];
   private client: any = null;
   private worker: any = null;
 
   describe(concurrency: number, poolSize: number): string {
     const c = claimers();
-    return `svc (this repo): createClient({ maxConnections: ${poolSize} }), createWorker({ client, queues: ` +
+    return `svc (this repo, storage engine ${this.engine}): createClient({ maxConnections: ${poolSize} }), ` +
+      `createWorker({ client, queues: ` +
       `{ default: { maxWorkers: ${concurrency}${c ? `, claimers: ${c}` : ""} } }, handlers: { ${KIND} } }) ` +
       `with default timings; client.enqueue() for single enqueue, client.enqueueMany() for batches`;
   }
@@ -71,7 +74,7 @@ export default class SvcSystem extends BaseSystem {
   protected async install(): Promise<void> {
     const mod = await load();
     this.client = mod.createClient({ databaseUrl: this.url, maxConnections: this.opts.poolSize });
-    await this.client.migrate();
+    await this.client.migrate({ engine: this.engine });
   }
 
   protected async uninstall(): Promise<void> {

@@ -550,6 +550,8 @@ async function startServer(
           stdio: ["ignore", fd, fd],
           detached: true, // a session of its own: a terminal's Ctrl-C reaches svc, which stops it in order
           env: { ...process.env, LC_ALL: "C" },
+          // The server's own folder: the caller's working directory may be closed to the server's user.
+          cwd: root,
           ...(user ? { uid: user.uid, gid: user.gid } : {}),
         },
       );
@@ -649,7 +651,11 @@ function run(file: string, args: string[], user?: OsUser): Promise<string> {
     execFile(
       file,
       args,
-      { env: { ...process.env, LC_ALL: "C" }, ...(user ? { uid: user.uid, gid: user.gid } : {}) },
+      {
+        env: { ...process.env, LC_ALL: "C" },
+        // `/`: the caller's working directory may be closed to `user` (a chdir there would fail).
+        ...(user ? { uid: user.uid, gid: user.gid, cwd: "/" } : {}),
+      },
       (err, stdout, stderr) => {
         if (err) reject(new Error(`${err.message.split("\n")[0]} ${String(stderr)}`.trim()));
         else resolve(String(stdout));

@@ -396,7 +396,8 @@ Deno.test("graceful shutdown: finishers complete, the rest are aborted and retry
     assert.ok(Date.now() - t0 < 3000);
     assert.equal((await client.getJob(q.id))!.state, "completed");
     const st = (await client.getJob(s.id))!;
-    assert.equal(st.state, "retryable");
+    // Retryable at once: the leader (still running while the worker drains) may already have promoted it.
+    assert.ok(["retryable", "available"].includes(st.state), st.state);
     assert.ok(st.runAt.getTime() <= Date.now());
     assert.equal(st.errors[0].error, "aborted by shutdown");
     assert.deepEqual(aborted, ["shutdown"]);

@@ -6,7 +6,7 @@ import { Link } from "../components/link.tsx";
 import { StorageCard } from "../components/storage_card.tsx";
 import { TableWrap } from "../components/table_wrap.tsx";
 import { ThroughputChart } from "../components/throughput_chart.tsx";
-import { fmtAge, fmtNum, stateLabel } from "../format.ts";
+import { fmtAge, fmtCount, stateLabel } from "../format.ts";
 import { usePoll, useTitle } from "../hooks.ts";
 import { isUnhealthy } from "./runtimes.tsx";
 
@@ -43,7 +43,7 @@ export function QueueCountsTable({ queues, testidPrefix }: { queues: Queue[]; te
               </td>
               {QUEUE_COLUMNS.map((s) => (
                 <td class={`num${s === "failed" && q.counts[s] > 0 ? " text-danger" : ""}`} key={s}>
-                  {fmtNum(q.counts[s] ?? 0)}
+                  {fmtCount(q.counts[s] ?? 0, q.approximate?.includes(s))}
                 </td>
               ))}
               <td class="num">{fmtAge(q.oldest_available_age_seconds)}</td>
@@ -111,7 +111,7 @@ export function Dashboard() {
               >
                 <span class="state-card-label">{stateLabel(st)}</span>
                 <span class="state-card-value" data-testid={`state-count-${st}`}>
-                  {s ? fmtNum(s.counts[st] ?? 0) : "…"}
+                  {s ? fmtCount(s.counts[st] ?? 0, s.approximate?.includes(st)) : "…"}
                 </span>
               </Link>
             </li>

@@ -100,7 +100,7 @@ export function JobDetail({ id }: { id: string }) {
             <dt>Priority</dt>
             <dd>{j.priority}</dd>
             <dt>Attempt</dt>
-            <dd data-testid="job-attempt">{j.attempt} of {j.max_attempts}</dd>
+            <dd data-testid="job-attempt">{j.attempt} of {j.effective_max_attempts ?? j.max_attempts}</dd>
             <dt>Tags</dt>
             <dd>
               {j.tags.length

@@ -294,7 +294,7 @@ export function Jobs() {
                   <code>{j.kind}</code>
                 </td>
                 <td>{j.queue}</td>
-                <td class="num">{j.attempt}/{j.max_attempts}</td>
+                <td class="num">{j.attempt}/{j.effective_max_attempts ?? j.max_attempts}</td>
                 <td class="cell-args">
                   <code title={jsonPreview(j.args, 2000)}>{jsonPreview(j.args, 60)}</code>
                 </td>

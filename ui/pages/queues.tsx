@@ -4,7 +4,7 @@ import { PausedBadge, PauseToggle } from "../components/paused_badge.tsx";
 import { api, JOB_STATES } from "../api.ts";
 import { Link } from "../components/link.tsx";
 import { TableWrap } from "../components/table_wrap.tsx";
-import { fmtAge, fmtNum, stateLabel } from "../format.ts";
+import { fmtAge, fmtCount, stateLabel } from "../format.ts";
 import { useAction, usePoll, useTitle } from "../hooks.ts";
 import { useApp } from "../state.ts";
 
@@ -53,7 +53,9 @@ export function Queues() {
                   <td data-testid={`queue-status-${q.name}`}>
                     <PausedBadge paused={q.paused} />
                   </td>
-                  {JOB_STATES.map((s) => <td class="num" key={s}>{fmtNum(q.counts[s] ?? 0)}</td>)}
+                  {JOB_STATES.map((s) => (
+                    <td class="num" key={s}>{fmtCount(q.counts[s] ?? 0, q.approximate?.includes(s))}</td>
+                  ))}
                   <td class="num">{fmtAge(q.oldest_available_age_seconds)}</td>
                   {!readOnly && (
                     <td class="cell-actions">

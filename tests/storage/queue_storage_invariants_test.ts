@@ -1,0 +1,217 @@
+/**
+ * A randomized concurrency test of queue storage: producers (with unique keys and scheduled jobs),
+ * claimers that complete, fail, snooze or abandon their attempts, cancels, rescues, promotions and forced
+ * ring rotations with prunes all run at once; then the backlog is drained and the invariants are checked
+ * in SQL: one consumption per ready row, one closure per attempt, at most one open attempt per job, every
+ * row at or below its lane's cursor consumed, at most one live job per unique key, and every job enqueued
+ * still accounted for (nothing truncated while live). Several seeds per run (SVC_SEEDS=a,b,c to replay);
+ * a failing seed is printed.
+ */
+import assert from "node:assert/strict";
+import { createClient } from "../../src/client/client.ts";
+import { DATABASE_URL, engineTest, liveRuntime, withSchema } from "../helpers/db.ts";
+import { claim } from "../helpers/claim.ts";
+import type { Client } from "../../src/client/client.ts";
+import type { Job } from "../../src/types.ts";
+
+/** A small seeded PRNG (mulberry32). */
+function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const SEEDS = (Deno.env.get("SVC_SEEDS") ??
+  `${Date.now() % 100000},${(Date.now() * 7) % 100000},${(Date.now() * 13) % 100000}`)
+  .split(",").map(Number);
+const CHAOS_MS = Number(Deno.env.get("SVC_CHAOS_MS") ?? 2500);
+
+async function chaos(client: Client, schema: string, seed: number): Promise<Set<number>> {
+  const rand = rng(seed);
+  const pick = <T>(a: T[]): T => a[Math.floor(rand() * a.length)];
+  const qs = `"${schema}_qs"`;
+  const until = Date.now() + CHAOS_MS;
+  const enqueued = new Set<number>();
+  const queues = ["a", "b", "c"];
+  const others = [0, 1].map(() => createClient({ databaseUrl: DATABASE_URL, schema, maxConnections: 3 }));
+  // The claimers' runtimes, as workers register them (the leaders' rescue(0) declares them dead at times).
+  for (const rt of ["rt-1", "rt-2"]) await liveRuntime(client, rt);
+  try {
+    const producer = async (c: Client) => {
+      while (Date.now() < until) {
+        const n = 1 + Math.floor(rand() * 20);
+        const jobs = await c.enqueueMany(Array.from({ length: n }, () => ({
+          kind: "k",
+          queue: pick(queues),
+          priority: 1 + Math.floor(rand() * 4),
+          args: { r: Math.floor(rand() * 50) },
+          runAt: rand() < 0.1 ? new Date(Date.now() + Math.floor(rand() * 300)) : undefined,
+          unique: rand() < 0.15 ? { byArgs: true } : undefined,
+        })));
+        for (const j of jobs) enqueued.add(j.id);
+      }
+    };
+    const held: Job[] = [];
+    const claimer = async (c: Client, runtime: string) => {
+      while (Date.now() < until) {
+        const jobs = await claim(c, pick(queues), 1 + Math.floor(rand() * 10), runtime);
+        for (const j of jobs) {
+          const x = rand();
+          if (x < 0.55) await c.engine.complete([{ id: j.id, lease: j.lease, result: j.id }], true);
+          else if (x < 0.7) {
+            await c.engine.fail({ id: j.id, lease: j.lease, error: "e", terminal: false, retryDelayMs: 0 });
+          } else if (x < 0.8) await c.engine.snooze(j.id, j.lease, 50);
+          else held.push(j); // abandoned: closed late (a stale writer) or rescued
+        }
+        if (held.length && rand() < 0.3) {
+          const j = held.splice(Math.floor(rand() * held.length), 1)[0];
+          await c.engine.complete([{ id: j.id, lease: j.lease, result: "late" }], true);
+        }
+      }
+    };
+    const canceller = async (c: Client) => {
+      while (Date.now() < until) {
+        const ids = [...enqueued];
+        if (ids.length) await c.cancel(pick(ids)).catch(() => {}); // finished ones are refused
+        await new Promise((r) => setTimeout(r, 5));
+      }
+    };
+    const leader = async (c: Client) => {
+      while (Date.now() < until) {
+        await c.engine.promote();
+        await c.engine.rescue(rand() < 0.2 ? 0 : 60_000);
+        if (rand() < 0.3) await c.sql.unsafe(`select ${qs}.rotate(0)`);
+        const slots = await c.sql.unsafe(`select distinct slot from ${qs}.ring_rotations`);
+        for (const { slot } of slots) {
+          await c.sql.unsafe(`select ${qs}.prune($1, 0, $2)`, [slot, rand() < 0.5]);
+        }
+        await new Promise((r) => setTimeout(r, 10));
+      }
+    };
+    await Promise.all([
+      producer(client),
+      producer(others[0]),
+      claimer(others[0], "rt-1"),
+      claimer(others[1], "rt-2"),
+      canceller(client),
+      leader(others[1]),
+      leader(client), // two leaders at once
+    ]);
+    // Drain: every attempt left open is rescued, every due job promoted and run.
+    await new Promise((r) => setTimeout(r, 400));
+    for (let round = 0; round < 200; round++) {
+      await client.engine.rescue(0);
+      await client.sql.unsafe(`update ${qs}.deferred set run_at = now()`);
+      await client.engine.promote();
+      let ran = 0;
+      for (const q of queues) {
+        const jobs = await claim(client, q, 200, "drain");
+        ran += jobs.length;
+        if (jobs.length) {
+          await client.engine.complete(
+            jobs.map((j) => ({ id: j.id, lease: j.lease, result: "drained" })),
+            true,
+          );
+        }
+      }
+      const [open] = await client.sql.unsafe(
+        `select (select count(*) from ${qs}.jobs where state::text not in ('completed', 'failed', 'cancelled')) as n`,
+      );
+      if (ran === 0 && Number(open.n) === 0) break;
+    }
+    return enqueued;
+  } finally {
+    await Promise.all(others.map((c) => c.close()));
+  }
+}
+
+async function checkInvariants(client: Client, schema: string, enqueued: Set<number>): Promise<void> {
+  const qs = `"${schema}_qs"`;
+  const one = async (sql: string) => Number((await client.sql.unsafe(sql))[0].n);
+  assert.equal(
+    await one(`select count(*) as n from (select 1 from ${qs}.spent group by queue, priority, shard, seq, slot
+                having count(*) > 1) x`),
+    0,
+    "a ready row is consumed at most once",
+  );
+  assert.equal(
+    await one(
+      `select count(*) as n from (select 1 from ${qs}.closed group by job_id, lease having count(*) > 1) x`,
+    ),
+    0,
+    "at most one closure per attempt",
+  );
+  assert.equal(
+    await one(`select count(*) as n from (select id from ${qs}.jobs group by id having count(*) > 1) x`),
+    0,
+    "a job is in one place at a time",
+  );
+  assert.equal(
+    await one(`select count(*) as n from (select job_id from (
+                 select t.job_id from ${qs}.spent t where t.is_claim and not exists (
+                   select 1 from ${qs}.closed c where c.job_id = t.job_id and c.lease = t.lease and c.slot = t.slot)
+                 union all select job_id from ${qs}.parked) x group by job_id having count(*) > 1) y`),
+    0,
+    "at most one open attempt per job",
+  );
+  assert.equal(
+    await one(`select count(*) as n from ${qs}.lanes l
+                cross join lateral (select coalesce(max(t.seq), 0) as cursor from ${qs}.spent t
+                                     where t.queue = l.queue and t.priority = l.priority and t.shard = l.shard
+                                       and t.is_claim) c
+                join ${qs}.ready r on r.queue = l.queue and r.priority = l.priority and r.shard = l.shard
+                                  and r.seq <= c.cursor
+               where not exists (select 1 from ${qs}.spent t where t.queue = r.queue and t.priority = r.priority
+                                   and t.shard = r.shard and t.seq = r.seq and t.slot = r.slot)`),
+    0,
+    "every row at or below its lane's cursor is consumed",
+  );
+  assert.equal(
+    await one(`select count(*) as n from (select unique_key from ${qs}.jobs
+                where unique_key is not null and state::text not in ('completed', 'failed', 'cancelled')
+                group by unique_key having count(*) > 1) x`),
+    0,
+    "at most one live job per unique key",
+  );
+  const stuck = await client.sql.unsafe(
+    `select state::text, queue, priority, count(*) as n from ${qs}.jobs
+      where state::text not in ('completed', 'failed', 'cancelled') group by 1, 2, 3`,
+  );
+  if (stuck.length) console.error("unfinished:", JSON.stringify(stuck));
+  const found = new Set(
+    (await client.sql.unsafe(`select id from ${qs}.jobs`)).map((r) => Number(r.id)),
+  );
+  const lost = [...enqueued].filter((id) => !found.has(id));
+  assert.deepEqual(lost.slice(0, 10), [], `every enqueued job is accounted for (${lost.length} lost)`);
+  assert.equal(
+    await one(
+      `select count(*) as n from ${qs}.jobs where state::text not in ('completed', 'failed', 'cancelled')`,
+    ),
+    0,
+    "drained: every job finished",
+  );
+}
+
+for (const seed of SEEDS) {
+  engineTest(
+    "queue_storage",
+    `randomized concurrency, seed ${seed}: the invariants hold`,
+    () =>
+      withSchema(async (client, schema) => {
+        try {
+          const enqueued = await chaos(client, schema, seed);
+          assert.ok(enqueued.size > 50, `enough jobs (${enqueued.size})`);
+          await checkInvariants(client, schema, enqueued);
+        } catch (e) {
+          console.error(`randomized concurrency failed with seed ${seed} (replay: SVC_SEEDS=${seed})`);
+          if ((e as { query?: string }).query) console.error((e as { query: string }).query);
+          throw e;
+        }
+      }, { maxConnections: 6 }),
+  );
+}
