@@ -260,6 +260,10 @@ begin
            'attempt', j.attempt, 'at', iso(now()), 'error', p_error, 'terminal', v_final))
    where j.id = p_id
   returning * into v;
+  -- While mixed, a canonical retry moves the job to queue storage (the transition then converges).
+  if not v_final and (select transition from storage_state) = 'mixed_transition' then
+    perform {{qs}}.adopt(array[p_id]);
+  end if;
   return v;
 end $$;
 
@@ -891,6 +895,7 @@ declare
   x jsonb;
   r record;
   v_existing jsonb;
+  v_canonical boolean := (select transition <> 'active' from storage_state);
 begin
   v_shards := {{qs}}.lock_lanes((select coalesce(jsonb_agg(x), '[]') from jsonb_array_elements(p_jobs) x
                                   where coalesce((x ->> 'run_at')::timestamptz, v_now) <= v_now));
@@ -908,9 +913,15 @@ begin
              then opts_unique_key(i.kind, i.args, i.queue, i.due, jsonb_build_object('unique', i."unique")) end)
              as unique_key
       from inp0 i),
+  -- Until the transition is active, a key held by an unfinished canonical job counts too.
+  ck as (
+    select j.unique_key from jobs j
+     where v_canonical and j.unique_key in (select i.unique_key from inp i where i.unique_key is not null)
+       and j.state in ('scheduled', 'available', 'running', 'waiting_external', 'retryable')),
   uk as (
     insert into {{qs}}.unique_keys (unique_key, job_id)
-    select i.unique_key, i.id from inp i where i.unique_key is not null
+    select i.unique_key, i.id from inp i
+     where i.unique_key is not null and not exists (select 1 from ck where ck.unique_key = i.unique_key)
     on conflict do nothing
     returning unique_key, job_id),
   ok as (
@@ -946,7 +957,11 @@ begin
   for x in select e from jsonb_array_elements(v_out) e where e ? 'ord' order by (e ->> 'ord')::integer loop
     v_existing := null;
     if (x ->> 'duplicate')::boolean then
-      v_existing := {{qs}}.get_job((select k.job_id from {{qs}}.unique_keys k where k.unique_key = x ->> 'unique_key'));
+      v_existing := coalesce(
+        {{qs}}.get_job((select k.job_id from {{qs}}.unique_keys k where k.unique_key = x ->> 'unique_key')),
+        case when v_canonical then canonical_get_job((
+          select j.id from jobs j where j.unique_key = x ->> 'unique_key'
+             and j.state in ('scheduled', 'available', 'running', 'waiting_external', 'retryable') limit 1)) end);
       if v_existing is null then
         select * into r from {{qs}}.enqueue_jobs(jsonb_build_array(p_jobs -> ((x ->> 'ord')::integer)));
         return query select (x ->> 'ord')::integer, r.id, r.state, r.run_at, r.created_at, r.unique_key, r.duplicate,
@@ -2180,11 +2195,23 @@ begin
 end $$;
 
 create function retry_job(p_id bigint) returns jsonb language plpgsql set search_path from current as $$
+declare
+  v jobs;
 begin
   if read_queue_storage() and {{qs}}.get_job(p_id) is not null then
     return {{qs}}.retry_job(p_id);
   end if;
-  if read_canonical() and exists (select 1 from jobs where id = p_id) then
+  select * into v from jobs where id = p_id;
+  if v.id is not null then
+    if v.state not in ('completed', 'failed', 'cancelled') then
+      perform raise_api('invalid_state', format('job %s is %s: only a completed, failed or cancelled job can be retried',
+                                                p_id, v.state));
+    end if;
+    -- From mixed_transition on, new work runs on queue storage: a retained canonical job is retried there.
+    if read_queue_storage() then
+      perform {{qs}}.adopt(array[p_id], true);
+      return {{qs}}.get_job(p_id);
+    end if;
     return canonical_retry_job(p_id);
   end if;
   perform raise_api('job_not_found', format('job %s not found', p_id));
@@ -2226,3 +2253,406 @@ language sql stable set search_path from current as $$
                    then format('schema version %s is older than %s: run `svc migrate`', v.version, p_expected_version) end))
   from v, s, r
 $$;
+
+------------------------------------------------------------------------------------------------------
+-- E. The storage transition (canonical -> prepared -> mixed_transition -> active), docs/guide/upgrade.md.
+------------------------------------------------------------------------------------------------------
+
+-- Moves canonical jobs into queue storage, keeping their id, attempt, lease, errors and callbacks (same
+-- callback ids); their canonical rows are deleted. Available jobs join the end of their lane, scheduled and
+-- retryable ones go to deferred, a parked HTTP attempt (waiting_external with a pending HTTP callback) to
+-- parked with its callback. With p_retry, finished jobs are retried into queue storage (attempt 0). Jobs in
+-- other states (running; waiting for an in-process handler) stay where they are. Returns how many moved.
+create function {{qs}}.adopt(p_ids bigint[], p_retry boolean default false) returns integer
+language plpgsql set search_path from current as $$
+declare
+  v_rows jsonb;
+  v_ids bigint[];
+  v_ready jsonb;
+  v_shards jsonb;
+  v_slot smallint;
+begin
+  select coalesce(jsonb_agg(to_jsonb(j) order by j.id), '[]') into v_rows
+    from (select * from jobs j
+           where j.id = any(p_ids)
+             and (j.state in ('scheduled', 'retryable', 'available')
+                  or (j.state = 'waiting_external' and exists (
+                        select 1 from callbacks c where c.id = j.callback_id and c.kind = 'http' and c.state = 'pending'))
+                  or (p_retry and j.state in ('completed', 'failed', 'cancelled')))
+           order by j.id for update) j;
+  if jsonb_array_length(v_rows) = 0 then
+    return 0;
+  end if;
+  v_ids := array(select (x ->> 'id')::bigint from jsonb_array_elements(v_rows) x);
+  -- A retried job starts over; the others keep their place in their life.
+  if p_retry then
+    select jsonb_agg(x || jsonb_build_object(
+             'state', 'available', 'attempt', 0, 'run_at', now(), 'finalized_at', null, 'callback_id', null))
+      into v_rows from jsonb_array_elements(v_rows) x;
+  end if;
+  insert into {{qs}}.callbacks (id, job_id, attempt, lease, kind, state, resolution, payload, error, deadline_at,
+                                created_at, resolved_at, rejected_count, last_rejection)
+  select c.id, c.job_id, c.attempt, c.lease, c.kind, c.state, c.resolution, c.payload, c.error, c.deadline_at,
+         c.created_at, c.resolved_at, c.rejected_count, c.last_rejection
+    from callbacks c where c.job_id = any(v_ids)
+  on conflict (id) do nothing;
+  insert into {{qs}}.unique_keys (unique_key, job_id)
+  select x ->> 'unique_key', (x ->> 'id')::bigint from jsonb_array_elements(v_rows) x
+   where x ->> 'unique_key' is not null
+  on conflict do nothing;
+  -- deferred
+  insert into {{qs}}.deferred (job_id, state, run_at, queue, priority, kind, args, attempt, max_attempts, lease,
+                               created_at, errors, tags, metadata, unique_key, trace_context, attempted_at,
+                               attempted_by, effective_max_attempts)
+  select j.id, j.state::text, j.run_at, j.queue, j.priority, j.kind, j.args, j.attempt, j.max_attempts, j.lease,
+         j.created_at, j.errors, j.tags, j.metadata, j.unique_key, j.trace_context, j.attempted_at, j.attempted_by,
+         j.effective_max_attempts
+    from jsonb_populate_recordset(null::jobs, v_rows) j where j.state in ('scheduled', 'retryable');
+  -- parked
+  insert into {{qs}}.parked (job_id, lease, state, queue, priority, kind, args, attempt, max_attempts, run_at,
+                             created_at, errors, tags, metadata, unique_key, trace_context, attempted_at,
+                             attempted_by, deadline_at, prefetched, effective_max_attempts, retry_delay_ms)
+  select j.id, j.lease, 'waiting_external', j.queue, j.priority, j.kind, j.args, j.attempt, j.max_attempts,
+         j.run_at, j.created_at, j.errors, j.tags, j.metadata, j.unique_key, j.trace_context, j.attempted_at,
+         j.attempted_by, null, false, j.effective_max_attempts, j.retry_delay_ms
+    from jsonb_populate_recordset(null::jobs, v_rows) j where j.state = 'waiting_external';
+  -- ready, at the end of their lanes
+  select jsonb_agg(x) into v_ready from jsonb_array_elements(v_rows) x where x ->> 'state' = 'available';
+  if v_ready is not null then
+    v_shards := {{qs}}.lock_lanes(v_ready);
+    v_slot := {{qs}}.current_slot();
+    insert into {{qs}}.ready (slot, queue, priority, shard, seq, job_id, kind, args, attempt, max_attempts, lease,
+                              run_at, created_at, errors, tags, metadata, unique_key, trace_context, attempted_at,
+                              attempted_by)
+    select v_slot, j.queue, j.priority, (v_shards ->> (j.queue || ':' || j.priority))::smallint,
+           nextval('{{qs}}.ready_seq'), j.id, j.kind, j.args, j.attempt, j.max_attempts, j.lease, j.run_at,
+           j.created_at, j.errors, j.tags, j.metadata, j.unique_key, j.trace_context, j.attempted_at, j.attempted_by
+      from jsonb_populate_recordset(null::jobs, v_ready) j order by j.id;
+    perform pg_notify(current_schema() || '_jobs', q)
+       from (select distinct x ->> 'queue' as q from jsonb_array_elements(v_ready) x) y;
+  end if;
+  delete from jobs where id = any(v_ids);
+  return cardinality(v_ids);
+end $$;
+
+-- The leader's part of a mixed transition: canonical scheduled and retryable jobs, and parked HTTP
+-- attempts, move to queue storage (available ones are drained in place by the workers). Returns how many.
+create function {{qs}}.adopt_waiting(p_batch integer default 1000) returns integer
+language plpgsql set search_path from current as $$
+declare
+  v_ids bigint[];
+  v_n integer := 0;
+begin
+  if (select transition from storage_state) <> 'mixed_transition' then
+    return 0;
+  end if;
+  loop
+    v_ids := array(
+      select j.id from jobs j
+       where j.state in ('scheduled', 'retryable')
+          or (j.state = 'waiting_external' and exists (
+                select 1 from callbacks c where c.id = j.callback_id and c.kind = 'http' and c.state = 'pending'))
+       order by j.id limit p_batch);
+    exit when cardinality(v_ids) = 0;
+    v_n := v_n + {{qs}}.adopt(v_ids);
+    exit when cardinality(v_ids) < p_batch;
+  end loop;
+  return v_n;
+end $$;
+
+-- While mixed (and after), a row an older producer inserts straight into canonical's jobs table moves to
+-- queue storage at once, keeping its id (the producer's INSERT ... RETURNING still returns it). A unique
+-- key already held in queue storage raises unique_violation, as canonical's own index would.
+create function canonical_jobs_moved() returns trigger
+language plpgsql set search_path from current as $$
+begin
+  if (select transition from storage_state) in ('mixed_transition', 'active') then
+    if new.unique_key is not null and new.state in ('scheduled', 'available', 'retryable')
+       and exists (select 1 from {{qs}}.unique_keys k where k.unique_key = new.unique_key) then
+      raise exception 'duplicate key value violates unique constraint on the unique key %', new.unique_key
+        using errcode = 'unique_violation';
+    end if;
+    perform {{qs}}.adopt(array[new.id]);
+  end if;
+  return null;
+end $$;
+
+create trigger jobs_moved_to_queue_storage after insert on jobs
+  for each row execute function canonical_jobs_moved();
+
+-- Snoozing on canonical; while mixed the job moves to queue storage (a job that snoozes forever would
+-- otherwise keep the transition from finishing). Whether the attempt was still current.
+create function canonical_snooze(p_id bigint, p_lease integer, p_delay_ms bigint) returns boolean
+language plpgsql set search_path from current as $$
+begin
+  update jobs
+     set state = 'scheduled', attempt = attempt - 1, run_at = now() + p_delay_ms * interval '1 millisecond',
+         heartbeat_at = null, deadline_at = null
+   where id = p_id and lease = p_lease and state = 'running';
+  if not found then
+    return false;
+  end if;
+  if (select transition from storage_state) = 'mixed_transition' then
+    perform {{qs}}.adopt(array[p_id]);
+  end if;
+  return true;
+end $$;
+
+-- Every object queue storage needs (its tables and functions); the names of those that are missing.
+create function {{qs}}.missing_objects() returns text[]
+language sql stable set search_path from current as $$
+  select coalesce(array_agg(n), '{}') from (
+    select t as n from unnest(array['ring_rotations', 'lanes', 'ready', 'spent', 'closed', 'starts', 'deferred',
+                                    'parked', 'unique_keys', 'callbacks', 'history', 'jobs']) t
+     where to_regclass({{qs_name}} || '.' || t) is null
+    union all
+    select f from unnest(array['claim', 'enqueue_jobs', 'close_attempts', 'complete', 'park', 'promote', 'rescue',
+                               'prune', 'rotate', 'adopt', 'resolve_callback']) f
+     where not exists (select 1 from pg_proc p join pg_namespace ns on ns.oid = p.pronamespace
+                        where ns.nspname = {{qs_name}} and p.proname = f)) x
+$$;
+
+-- Queue-storage tables that hold job data (commented 'svc:job-data'), read from the catalog, that are
+-- not empty.
+create function {{qs}}.nonempty_job_tables() returns text[]
+language plpgsql stable set search_path from current as $$
+declare
+  r record;
+  v text[] := '{}';
+  v_any boolean;
+begin
+  for r in
+    select c.oid::regclass::text as rel from pg_class c join pg_namespace ns on ns.oid = c.relnamespace
+     where ns.nspname = {{qs_name}} and c.relkind in ('r', 'p')
+       and obj_description(c.oid, 'pg_class') = 'svc:job-data'
+  loop
+    execute format('select exists (select 1 from %s)', r.rel) into v_any;
+    if v_any then
+      v := v || r.rel;
+    end if;
+  end loop;
+  return v;
+end $$;
+
+-- The transition's state for `svc storage status --json` and GET /api/storage. Reads without locks.
+create function storage_status(p_live_ms bigint default 90000) returns jsonb
+language plpgsql stable set search_path from current as $$
+declare
+  s storage_state;
+  v_backlog bigint;
+  v_missing text[];
+  v_canon_only text[];
+  v_capable text[];
+  v_blockers text[] := '{}';
+  v_abort boolean;
+  v_next text;
+  v_nonempty text[];
+begin
+  select * into s from storage_state;
+  select count(*) into v_backlog from jobs
+   where state in ('scheduled', 'available', 'running', 'waiting_external', 'retryable');
+  v_missing := {{qs}}.missing_objects();
+  select coalesce(array_agg(id order by id) filter (where not ('queue_storage' = any(engines))), '{}'),
+         coalesce(array_agg(id order by id) filter (where 'queue_storage' = any(engines)), '{}')
+    into v_canon_only, v_capable
+    from runtimes where heartbeat_at > now() - p_live_ms * interval '1 millisecond';
+  if s.transition = 'canonical' then
+    v_next := 'svc storage prepare';
+    if cardinality(v_missing) > 0 then
+      v_blockers := v_blockers || format('queue-storage objects missing: %s (run svc migrate)', array_to_string(v_missing, ', '));
+    end if;
+    v_abort := true;
+  elsif s.transition = 'prepared' then
+    v_next := 'svc storage enter-mixed-transition';
+    if cardinality(v_canon_only) > 0 then
+      v_blockers := v_blockers || format('%s live runtime(s) can execute only canonical: %s (upgrade or stop them)',
+                                         cardinality(v_canon_only), array_to_string(v_canon_only, ', '));
+    end if;
+    if cardinality(v_capable) = 0 then
+      v_blockers := v_blockers || 'no live runtime can execute queue storage (start a worker of this version)'::text;
+    end if;
+    v_abort := true;
+  elsif s.transition = 'mixed_transition' then
+    v_next := 'svc storage finalize';
+    if v_backlog > 0 then
+      v_blockers := v_blockers || format('canonical backlog: %s unfinished job(s) still in the canonical table', v_backlog);
+    end if;
+    if cardinality(v_canon_only) > 0 then
+      v_blockers := v_blockers || format('%s live runtime(s) can execute only canonical: %s',
+                                         cardinality(v_canon_only), array_to_string(v_canon_only, ', '));
+    end if;
+    v_nonempty := {{qs}}.nonempty_job_tables();
+    v_abort := cardinality(v_nonempty) = 0;
+  else
+    v_abort := false;
+  end if;
+  return jsonb_build_object(
+    'state', s.transition,
+    'engine', case when s.transition in ('mixed_transition', 'active') then 'queue_storage' else 'canonical' end,
+    'prepared_engine', s.prepared_engine,
+    'canonical_backlog', v_backlog,
+    'queue_storage_ready', cardinality(v_missing) = 0,
+    'queue_storage_schema', s.qs_schema,
+    'runtimes', jsonb_build_object('canonical_only', cardinality(v_canon_only),
+                                   'queue_storage_capable', cardinality(v_capable)),
+    'blockers', to_jsonb(v_blockers),
+    'abort_possible', v_abort,
+    'next_step', v_next);
+end $$;
+
+-- One step of the transition, under the state row's lock (FOR UPDATE; the caller sets lock_timeout):
+-- 'prepare', 'enter-mixed-transition', 'finalize', 'abort'. Returns {outcome: changed | noop | blocked,
+-- state (after), message}. Every change is announced on <schema>_storage.
+create function storage_step(p_command text, p_live_ms bigint default 90000) returns jsonb
+language plpgsql set search_path from current as $$
+declare
+  s storage_state;
+  v_status jsonb;
+  v_to text;
+  v_blockers jsonb;
+  v_nonempty text[];
+begin
+  select * into s from storage_state for update;
+  v_status := storage_status(p_live_ms);
+  v_blockers := v_status -> 'blockers';
+  if p_command = 'prepare' then
+    if s.transition = 'prepared' then
+      return jsonb_build_object('outcome', 'noop', 'state', s.transition, 'message', 'already prepared');
+    elsif s.transition <> 'canonical' then
+      return jsonb_build_object('outcome', 'blocked', 'state', s.transition,
+        'message', format('prepare applies to a canonical cluster; this one is %s', s.transition));
+    elsif jsonb_array_length(v_blockers) > 0 then
+      return jsonb_build_object('outcome', 'blocked', 'state', s.transition, 'message', v_blockers ->> 0);
+    end if;
+    v_to := 'prepared';
+  elsif p_command = 'enter-mixed-transition' then
+    if s.transition = 'mixed_transition' then
+      return jsonb_build_object('outcome', 'noop', 'state', s.transition, 'message', 'already in mixed_transition');
+    elsif s.transition <> 'prepared' then
+      return jsonb_build_object('outcome', 'blocked', 'state', s.transition,
+        'message', case when s.transition = 'canonical' then 'the cluster is not prepared: run svc storage prepare first'
+                        else format('enter-mixed-transition applies to a prepared cluster; this one is %s', s.transition) end);
+    elsif jsonb_array_length(v_blockers) > 0 then
+      return jsonb_build_object('outcome', 'blocked', 'state', s.transition, 'message', v_blockers ->> 0);
+    end if;
+    v_to := 'mixed_transition';
+  elsif p_command = 'finalize' then
+    if s.transition = 'active' then
+      return jsonb_build_object('outcome', 'noop', 'state', s.transition, 'message', 'already active');
+    elsif s.transition <> 'mixed_transition' then
+      return jsonb_build_object('outcome', 'blocked', 'state', s.transition,
+        'message', format('finalize applies to a cluster in mixed_transition; this one is %s', s.transition));
+    elsif jsonb_array_length(v_blockers) > 0 then
+      return jsonb_build_object('outcome', 'blocked', 'state', s.transition, 'message', v_blockers ->> 0);
+    end if;
+    v_to := 'active';
+  elsif p_command = 'abort' then
+    if s.transition = 'canonical' then
+      return jsonb_build_object('outcome', 'noop', 'state', s.transition, 'message', 'nothing to abort');
+    elsif s.transition = 'active' then
+      return jsonb_build_object('outcome', 'blocked', 'state', s.transition,
+        'message', 'the transition is finished (active): going back is not possible; restore from a backup');
+    elsif s.transition = 'mixed_transition' then
+      v_nonempty := {{qs}}.nonempty_job_tables();
+      if cardinality(v_nonempty) > 0 then
+        return jsonb_build_object('outcome', 'blocked', 'state', s.transition,
+          'message', format('queue storage holds jobs (%s): going back is not possible; finish with svc storage finalize',
+                            array_to_string(v_nonempty, ', ')));
+      end if;
+    end if;
+    v_to := 'canonical';
+  else
+    raise exception 'storage_step: unknown command %', p_command using errcode = '22023';
+  end if;
+  update storage_state
+     set transition = v_to,
+         engine = case when v_to in ('mixed_transition', 'active') then 'queue_storage' else 'canonical' end,
+         prepared_engine = case when v_to = 'canonical' then null else 'queue_storage' end,
+         epoch = epoch + 1, updated_at = now();
+  perform pg_notify(current_schema() || '_storage', v_to);
+  return jsonb_build_object('outcome', 'changed', 'state', v_to, 'message', format('%s -> %s', s.transition, v_to));
+end $$;
+
+-- Canonical's batch insert, with the result shape of queue storage's enqueue_jobs: a job whose unique key
+-- is held by an unfinished job is not inserted and comes back with duplicate = true and that job.
+create function canonical_enqueue_jobs(p_jobs jsonb)
+returns table (ord integer, id bigint, state text, run_at timestamptz, created_at timestamptz,
+               unique_key text, duplicate boolean, existing jsonb)
+language plpgsql set search_path from current as $$
+#variable_conflict use_column
+declare
+  v_out jsonb;
+  x jsonb;
+  v_existing jsonb;
+begin
+  with inp as (
+    select i.kind, i.queue, i.args, i.priority, i.max_attempts, i.tags, i.metadata, i.trace_context,
+           (i.o - 1)::integer as ord, coalesce(i.run_at, now()) as due,
+           coalesce(i.unique_key, case when i."unique" is not null
+             then opts_unique_key(i.kind, i.args, i.queue, coalesce(i.run_at, now()),
+                                  jsonb_build_object('unique', i."unique")) end) as unique_key
+      from rows from (jsonb_to_recordset(p_jobs) as (kind text, queue text, args jsonb, priority smallint,
+             run_at timestamptz, max_attempts integer, tags text[], metadata jsonb, unique_key text,
+             "unique" jsonb, trace_context text)) with ordinality
+             as i(kind, queue, args, priority, run_at, max_attempts, tags, metadata, unique_key, "unique",
+                  trace_context, o)),
+  ins as (
+    insert into jobs (kind, queue, args, state, priority, run_at, max_attempts, tags, metadata, unique_key,
+                      trace_context)
+    select i.kind, i.queue, i.args, case when i.due > now() then 'scheduled' else 'available' end::job_state,
+           i.priority, i.due, i.max_attempts, coalesce(i.tags, '{}'), coalesce(i.metadata, '{}'), i.unique_key,
+           i.trace_context
+      from inp i order by i.ord
+    on conflict (unique_key) where unique_key is not null
+      and state in ('scheduled', 'available', 'running', 'waiting_external', 'retryable') do nothing
+    returning id, state, run_at, created_at, unique_key),
+  -- Inserted rows take ids in input order: the k-th inserted row is the k-th input that was inserted,
+  -- which is every input without a key and the first input of each key that got in.
+  cand as (
+    select i.*, row_number() over (partition by i.unique_key order by i.ord) as nth from inp i),
+  got as (
+    select c.ord from cand c
+     where c.unique_key is null or (c.nth = 1 and exists (select 1 from ins where ins.unique_key = c.unique_key))),
+  pairs as (
+    select g.ord, n.* from (select g.ord, row_number() over (order by g.ord) as k from got g) g
+      join (select ins.*, row_number() over (order by ins.id) as k from ins) n using (k)),
+  woken as (select pg_notify(current_schema() || '_jobs', q.queue)
+              from (select distinct i.queue from inp i join pairs p using (ord) where p.state = 'available') q)
+  select jsonb_agg(jsonb_build_object(
+           'ord', i.ord, 'id', p.id, 'state', p.state, 'run_at', p.run_at, 'created_at', p.created_at,
+           'unique_key', i.unique_key, 'duplicate', p.id is null) order by i.ord)
+         || jsonb_build_array(jsonb_build_object('woken', (select count(*) from woken)))
+    into v_out
+    from inp i left join pairs p using (ord);
+  for x in select e from jsonb_array_elements(v_out) e where e ? 'ord' order by (e ->> 'ord')::integer loop
+    v_existing := null;
+    if (x ->> 'duplicate')::boolean then
+      -- A new statement: the job that holds the key may have committed meanwhile.
+      v_existing := canonical_get_job((select j.id from jobs j where j.unique_key = x ->> 'unique_key'
+                                         and j.state in ('scheduled', 'available', 'running', 'waiting_external',
+                                                         'retryable') limit 1));
+      if v_existing is null then
+        return query select (x ->> 'ord')::integer, r.id, r.state, r.run_at, r.created_at, r.unique_key, r.duplicate,
+                            r.existing
+                       from canonical_enqueue_jobs(jsonb_build_array(p_jobs -> ((x ->> 'ord')::integer))) r;
+        continue;
+      end if;
+    end if;
+    return query select (x ->> 'ord')::integer, (x ->> 'id')::bigint, x ->> 'state', (x ->> 'run_at')::timestamptz,
+                        (x ->> 'created_at')::timestamptz, x ->> 'unique_key', (x ->> 'duplicate')::boolean, v_existing;
+  end loop;
+end $$;
+
+-- The batch insert of the TypeScript client, routed by the storage state in the caller's statement (see
+-- write_route), so a producer never writes to the engine a state change has just left.
+create function enqueue_jobs(p_jobs jsonb)
+returns table (ord integer, id bigint, state text, run_at timestamptz, created_at timestamptz,
+               unique_key text, duplicate boolean, existing jsonb)
+language plpgsql set search_path from current as $$
+begin
+  if write_route() = 'queue_storage' then
+    return query select * from {{qs}}.enqueue_jobs(p_jobs);
+  else
+    return query select * from canonical_enqueue_jobs(p_jobs);
+  end if;
+end $$;

@@ -169,7 +169,7 @@ export function toCliError(e: unknown): CliError {
   if (e instanceof CronNotFoundError) {
     return new CliError(`${e.message}; list the schedules with \`svc cron list\``);
   }
-  if (e instanceof SvcError) return new CliError(e.message);
+  if (e instanceof SvcError) return new CliError(e.message, e.code === "storage_locked" ? 3 : 1);
   const err = e as { code?: string; message?: string; errno?: string };
   const msg = String(err?.message ?? e).split("\n")[0];
   if (

@@ -7,7 +7,14 @@ import { type Driver, postgresDriver } from "../db/driver.ts";
 import { DEFAULT_SCHEMA, type SchemaNames, schemaNames } from "../db/names.ts";
 import { migrate as runMigrations, type MigrateOptions, type MigrateResult } from "../db/migrate.ts";
 import { EXPECTED_SCHEMA_VERSION, readSchemaVersion } from "../db/schema_version.ts";
-import type { CallbackRecord, JobFilter, StorageState } from "../storage/engine.ts";
+import type { CallbackRecord, JobFilter } from "../storage/engine.ts";
+import {
+  type StepResult,
+  type StorageCommand,
+  type StorageStatus,
+  storageStatus,
+  storageStep,
+} from "../storage/shared/transition.ts";
 import { RoutedEngine } from "../storage/routed.ts";
 import type {
   ClusterHealth,
@@ -97,7 +104,13 @@ export interface Client extends CronMethods {
   heartbeatExternal(callbackId: string, opts: { timeoutSeconds: number }): Promise<CallbackResult>;
   healthCheck(): Promise<ClusterHealth>;
   /** The active storage engine and the storage-transition state (`svc storage status`). */
-  storageStatus(): Promise<StorageState>;
+  storageStatus(): Promise<StorageStatus>;
+  /**
+   * One step of the storage transition (`svc storage prepare|enter-mixed-transition|finalize|abort`),
+   * under the state row's lock, waited for at most `lockTimeoutMs` (default 5 000; then it throws
+   * StorageLockTimeoutError naming the sessions that hold it).
+   */
+  storageStep(command: StorageCommand, opts?: { lockTimeoutMs?: number }): Promise<StepResult>;
   close(): Promise<void>;
 }
 
@@ -117,7 +130,7 @@ export function createClient(opts: ClientOptions = {}): Client {
   }
   const db = driver.db;
   const heartbeatInterval = opts.heartbeatInterval ?? 30_000;
-  const engine = new RoutedEngine(db, names, 3 * heartbeatInterval);
+  const engine = new RoutedEngine(db, names, { liveWithinMs: 3 * heartbeatInterval });
 
   const enqueueVia = async (target: Db, items: EnqueueItem[]): Promise<Job[]> => {
     const normalized = items.map((i) => normalizeEnqueue(i));
@@ -202,7 +215,12 @@ export function createClient(opts: ClientOptions = {}): Client {
       return resolveExternal(engine, id, "heartbeat", { timeoutSeconds: t });
     },
     healthCheck: () => clusterHealth(db, names, 3 * heartbeatInterval),
-    storageStatus: () => engine.storageState(),
+    storageStatus: () => storageStatus(db, names, 3 * heartbeatInterval),
+    async storageStep(command, o = {}) {
+      const r = await storageStep(db, names, command, 3 * heartbeatInterval, o.lockTimeoutMs ?? 5_000);
+      engine.refresh();
+      return r;
+    },
     ...cronMethods(engine.cron, (kind, args, o) => client.enqueue(kind, args, o)),
     async close() {
       if (!opts.driver) await driver.close();

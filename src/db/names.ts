@@ -21,6 +21,8 @@ export interface SchemaNames {
   cancelChannel: string;
   /** NOTIFY channel with a callback id as payload when a callback is resolved or expires. */
   callbacksChannel: string;
+  /** NOTIFY channel with the new transition state as payload when the storage state changes. */
+  storageChannel: string;
   /** Advisory-lock key of the leader (session level). */
   leaderLockKey: number;
   /** Advisory-lock key of migrations (transaction level). */
@@ -47,6 +49,7 @@ export function schemaNames(schema: string = DEFAULT_SCHEMA): SchemaNames {
     jobsChannel: `${schema}_jobs`,
     cancelChannel: `${schema}_cancel`,
     callbacksChannel: `${schema}_callbacks`,
+    storageChannel: `${schema}_storage`,
     leaderLockKey: lockKey(`svc:leader:${schema}`),
     migrateLockKey: lockKey(`svc:migrate:${schema}`),
   };

@@ -1,13 +1,27 @@
 /**
- * The engine the client and the worker use: it reads the storage state (once, and again on
- * `refresh()`) and hands every operation to the engine that state names: `canonical` while the
- * database is on the older line (`canonical`, `prepared`), `queue_storage` once it is `active`.
- * Reads of single jobs and admin changes go through the stable SQL API, which routes in the database
- * itself, so they are right in every state.
+ * The engine the client and the worker use. It reads the storage state and hands every operation to the
+ * engine (or engines) that state names:
+ * - `canonical`, `prepared`: the canonical engine for everything;
+ * - `mixed_transition`: new work on queue storage, while the canonical backlog drains in place: claims take
+ *   canonical jobs first, then queue-storage ones; an attempt's outcome goes to the engine that claimed it;
+ *   the leader's duties run on both, and moves canonical jobs that wait (scheduled, retryable, parked HTTP
+ *   attempts) to queue storage; counts are the sum of both;
+ * - `active`: queue storage; canonical's retained finished jobs stay readable and are cleaned up.
+ * Enqueue, single-job reads and admin changes route in the database itself (the SQL API), so they are right
+ * even while a state change happens. The state is read again when `refresh()` is called (a worker does on
+ * the `<schema>_storage` notification) and at most every few seconds otherwise.
  */
 import type { Db } from "../db/connection.ts";
 import { qsNames, type SchemaNames } from "../db/names.ts";
-import type { Job, JobPage, ListJobsOptions, QueueInfo, RuntimeInfo } from "../types.ts";
+import {
+  type Job,
+  JOB_STATES,
+  type JobPage,
+  type JobState,
+  type ListJobsOptions,
+  type QueueInfo,
+} from "../types.ts";
+import type { RuntimeInfo } from "../types.ts";
 import type {
   AttemptRef,
   CallbackRecord,
@@ -32,43 +46,77 @@ import { CanonicalEngine } from "./canonical/engine.ts";
 import { QueueStorageEngine } from "./queue_storage/engine.ts";
 import { CronStore } from "./shared/cron.ts";
 import { readStorageState } from "./shared/state.ts";
+import { enqueueJobs } from "./shared/enqueue.ts";
+import { cancelJob, getJob, listJobs, retryJob } from "./shared/sql_api.ts";
+import { ValidationError } from "../errors.ts";
+
+/** How the engines are used in a storage state. */
+export type Mode = "canonical" | "mixed" | "queue_storage";
+
+/** How long a read of the storage state is trusted without a notification. */
+const STATE_TTL_MS = 5_000;
+
+/** Options of the routed engine. */
+export interface RoutedOptions {
+  /** Heartbeat window for counting live runtimes (ms). */
+  liveWithinMs?: number;
+  /** The engines this process may execute (default both); `["canonical"]` acts as a process of the older line. */
+  engines?: ("canonical" | "queue_storage")[];
+}
 
 export class RoutedEngine implements StorageEngine {
   readonly name = "routed";
   readonly cron: CronStore;
   readonly canonical: CanonicalEngine;
+  readonly engines: ("canonical" | "queue_storage")[];
   private qs: QueueStorageEngine | null = null;
-  private current: Promise<StorageEngine> | null = null;
+  private state: Promise<{ mode: Mode; transition: string }> | null = null;
+  private readAt = 0;
+  /** Which engine claimed an attempt (`id:lease`), for its outcome. */
+  private readonly owners = new Map<string, StorageEngine>();
+  private readonly liveWithinMs: number;
 
-  constructor(
-    private readonly db: Db,
-    private readonly n: SchemaNames,
-    private readonly liveWithinMs = 90_000,
-  ) {
-    this.canonical = new CanonicalEngine(db, n, liveWithinMs);
+  constructor(private readonly db: Db, private readonly n: SchemaNames, opts: RoutedOptions = {}) {
+    this.liveWithinMs = opts.liveWithinMs ?? 90_000;
+    this.engines = opts.engines ?? ["canonical", "queue_storage"];
+    this.canonical = new CanonicalEngine(db, n, this.liveWithinMs);
     this.cron = new CronStore(db, n);
   }
 
-  /** The engine the storage state names (read once; `refresh` reads it again). */
-  engine(): Promise<StorageEngine> {
-    return this.current ??= this.resolve().catch((e) => {
-      this.current = null; // not migrated yet, or unreachable: ask again next time
-      throw e;
-    });
+  /** The mode of the current storage state (read at most every few seconds, or after `refresh`). */
+  mode(): Promise<Mode> {
+    return this.current().then((s) => s.mode);
   }
 
-  /** Reads the storage state again (after a transition step). */
+  /** The transition state as this engine last read it. */
+  async transition(): Promise<string> {
+    return (await this.current()).transition;
+  }
+
+  /** Reads the storage state again at the next call (after a notification of a change). */
   refresh(): void {
-    this.current = null;
+    this.state = null;
   }
 
   /** The queue-storage engine (null before schema version 4). */
   async queueStorage(): Promise<QueueStorageEngine | null> {
-    await this.engine();
+    await this.current();
     return this.qs;
   }
 
-  private async resolve(): Promise<StorageEngine> {
+  private current(): Promise<{ mode: Mode; transition: string }> {
+    if (this.state && Date.now() - this.readAt < STATE_TTL_MS) return this.state;
+    const prev = this.state;
+    this.readAt = Date.now();
+    this.state = this.read().catch((e) => {
+      this.state = prev && Date.now() - this.readAt < STATE_TTL_MS * 12 ? prev : null;
+      if (!prev) throw e;
+      return prev;
+    });
+    return this.state;
+  }
+
+  private async read(): Promise<{ mode: Mode; transition: string }> {
     const [r] = await this.db.query(`select to_jsonb(s) as s from ${this.n.q}.storage_state s`);
     const s = r?.s ?? {};
     if (s.qs_schema && !this.qs) {
@@ -80,115 +128,260 @@ export class RoutedEngine implements StorageEngine {
         this.liveWithinMs,
       );
     }
-    return s.transition === "active" && this.qs ? this.qs : this.canonical;
+    const transition = String(s.transition ?? "canonical");
+    const canonicalOnly = !this.engines.includes("queue_storage");
+    if (!this.engines.includes("canonical") && transition !== "active" && transition !== "mixed_transition") {
+      throw new ValidationError(
+        `this process executes only queue storage, but the database is ${transition}: run svc storage prepare and ` +
+          "enter-mixed-transition first (docs/guide/upgrade.md)",
+      );
+    }
+    let mode: Mode = transition === "active"
+      ? "queue_storage"
+      : transition === "mixed_transition"
+      ? "mixed"
+      : "canonical";
+    if (!this.qs || canonicalOnly) mode = "canonical";
+    return { mode, transition };
   }
 
-  async enqueue(db: Db, jobs: NewJob[]): Promise<Job[]> {
-    return (await this.engine()).enqueue(db, jobs);
+  /** The engines whose jobs a process in `mode` handles: canonical first. */
+  private async active(): Promise<StorageEngine[]> {
+    const mode = await this.mode();
+    if (mode === "canonical") return [this.canonical];
+    if (mode === "queue_storage") return [this.qs!];
+    return [this.canonical, this.qs!];
   }
+
+  /** The engine that owns an attempt: the one that claimed it here, else where the job is now. */
+  private async ownerOf(a: AttemptRef): Promise<StorageEngine> {
+    const known = this.owners.get(`${a.id}:${a.lease}`);
+    if (known) return known;
+    const mode = await this.mode();
+    if (mode !== "mixed") return mode === "canonical" ? this.canonical : this.qs!;
+    const rows = await this.db.query(`select 1 from ${this.n.q}.jobs where id = $1`, [a.id]);
+    return rows.length ? this.canonical : this.qs!;
+  }
+
+  private forget(items: AttemptRef[]): void {
+    for (const a of items) this.owners.delete(`${a.id}:${a.lease}`);
+  }
+
+  /** Splits items by owner, runs `f` per owner, and gathers the results. */
+  private async byOwner<T extends AttemptRef, R>(
+    items: T[],
+    f: (e: StorageEngine, xs: T[]) => Promise<R[]>,
+  ): Promise<R[]> {
+    const groups = new Map<StorageEngine, T[]>();
+    for (const it of items) {
+      const e = await this.ownerOf(it);
+      groups.set(e, [...(groups.get(e) ?? []), it]);
+    }
+    const out: R[] = [];
+    for (const [e, xs] of groups) out.push(...await f(e, xs));
+    return out;
+  }
+
+  enqueue(db: Db, jobs: NewJob[]): Promise<Job[]> {
+    return enqueueJobs(db, this.n, jobs);
+  }
+
   async claim(req: ClaimRequest): Promise<Job[]> {
-    return (await this.engine()).claim(req);
+    const out: Job[] = [];
+    for (const e of await this.active()) {
+      const limit = req.limit - out.length;
+      if (limit <= 0) break;
+      const jobs = await e.claim({ ...req, limit, free: Math.max(0, req.free - out.length) });
+      for (const j of jobs) this.owners.set(`${j.id}:${j.lease}`, e);
+      out.push(...jobs);
+    }
+    return out;
   }
-  async recordStarts(items: AttemptRef[]): Promise<number[]> {
-    return (await this.engine()).recordStarts(items);
+
+  recordStarts(items: AttemptRef[]): Promise<number[]> {
+    return this.byOwner(items, (e, xs) => e.recordStarts(xs));
   }
   async giveBack(items: AttemptRef[]): Promise<number[]> {
-    return (await this.engine()).giveBack(items);
+    const r = await this.byOwner(items, (e, xs) => e.giveBack(xs));
+    this.forget(items);
+    return r;
   }
   async complete(items: Completion[], keep: boolean): Promise<number[]> {
-    return (await this.engine()).complete(items, keep);
+    const r = await this.byOwner(items, (e, xs) => e.complete(xs, keep));
+    this.forget(items);
+    return r;
   }
   async fail(item: Failure): Promise<Job | null> {
-    return (await this.engine()).fail(item);
+    const r = await (await this.ownerOf(item)).fail(item);
+    this.forget([item]);
+    return r;
   }
   async snooze(id: number, lease: number, delayMs: number): Promise<boolean> {
-    return (await this.engine()).snooze(id, lease, delayMs);
+    const r = await (await this.ownerOf({ id, lease })).snooze(id, lease, delayMs);
+    this.forget([{ id, lease }]);
+    return r;
   }
   async heartbeat(items: AttemptRef[]): Promise<void> {
-    return (await this.engine()).heartbeat(items);
+    await this.byOwner(items, async (e, xs) => {
+      await e.heartbeat(xs);
+      return [];
+    });
   }
   async park(id: number, lease: number, callbackId: string): Promise<boolean> {
-    return (await this.engine()).park(id, lease, callbackId);
+    return (await this.ownerOf({ id, lease })).park(id, lease, callbackId);
   }
-  async getJob(id: number): Promise<Job | null> {
-    return (await this.engine()).getJob(id);
+
+  getJob(id: number): Promise<Job | null> {
+    return getJob(this.db, this.n, id);
   }
-  async listJobs(opts: ListJobsOptions): Promise<JobPage> {
-    return (await this.engine()).listJobs(opts);
+  listJobs(opts: ListJobsOptions): Promise<JobPage> {
+    return listJobs(this.db, this.n, opts);
   }
-  async cancel(id: number): Promise<Job> {
-    return (await this.engine()).cancel(id);
+  cancel(id: number): Promise<Job> {
+    return cancelJob(this.db, this.n, id);
   }
-  async retry(id: number): Promise<Job> {
-    return (await this.engine()).retry(id);
+  retry(id: number): Promise<Job> {
+    return retryJob(this.db, this.n, id);
   }
   async bulkCancel(filter: JobFilter, opts?: { dryRun?: boolean }): Promise<number> {
-    return (await this.engine()).bulkCancel(filter, opts);
+    let n = 0;
+    for (const e of await this.active()) n += await e.bulkCancel(filter, opts);
+    return n;
   }
   async bulkRetry(filter: JobFilter, opts?: { dryRun?: boolean }): Promise<number> {
-    return (await this.engine()).bulkRetry(filter, opts);
+    const mode = await this.mode();
+    if (mode === "canonical") return this.canonical.bulkRetry(filter, opts);
+    // From mixed on, retried canonical jobs go to queue storage.
+    return (await this.qs!.bulkRetry(filter, opts)) + (await this.qs!.retryCanonical(filter, opts));
   }
-  async pauseQueue(name: string): Promise<void> {
-    return (await this.engine()).pauseQueue(name);
+
+  pauseQueue(name: string): Promise<void> {
+    return this.canonical.pauseQueue(name);
   }
-  async resumeQueue(name: string): Promise<void> {
-    return (await this.engine()).resumeQueue(name);
+  resumeQueue(name: string): Promise<void> {
+    return this.canonical.resumeQueue(name);
   }
   async queueKnown(name: string, liveWithinMs?: number): Promise<boolean> {
-    return (await this.engine()).queueKnown(name, liveWithinMs);
+    for (const e of await this.active()) if (await e.queueKnown(name, liveWithinMs)) return true;
+    return false;
   }
   async listQueues(): Promise<QueueInfo[]> {
-    return (await this.engine()).listQueues();
+    const lists = await Promise.all((await this.active()).map((e) => e.listQueues()));
+    if (lists.length === 1) return lists[0];
+    const byName = new Map<string, QueueInfo>();
+    for (const q of lists.flat()) {
+      const cur = byName.get(q.name);
+      if (!cur) {
+        byName.set(q.name, { ...q, counts: { ...q.counts }, approximate: [...(q.approximate ?? [])] });
+        continue;
+      }
+      for (const s of JOB_STATES) cur.counts[s] += q.counts[s];
+      cur.approximate = [...new Set([...(cur.approximate ?? []), ...(q.approximate ?? [])])];
+      cur.paused ||= q.paused;
+      if (q.oldestAvailableAgeSeconds !== null) {
+        cur.oldestAvailableAgeSeconds = Math.max(
+          cur.oldestAvailableAgeSeconds ?? 0,
+          q.oldestAvailableAgeSeconds,
+        );
+      }
+    }
+    return [...byName.values()].sort((a, b) => (a.name < b.name ? -1 : 1));
   }
   async kindCounts(): Promise<KindCounts> {
-    return (await this.engine()).kindCounts();
+    const all = await Promise.all((await this.active()).map((e) => e.kindCounts()));
+    const byKind = new Map<string, Record<JobState, number>>();
+    for (const k of all.flatMap((x) => x.kinds)) {
+      const cur = byKind.get(k.kind);
+      if (!cur) byKind.set(k.kind, { ...k.counts });
+      else for (const s of JOB_STATES) cur[s] += k.counts[s];
+    }
+    return {
+      approximate: all.some((x) => x.approximate),
+      kinds: [...byKind].sort(([a], [b]) => (a < b ? -1 : 1)).map(([kind, counts]) => ({ kind, counts })),
+    };
   }
   async throughput(minutes: number): Promise<ThroughputPoint[]> {
-    return (await this.engine()).throughput(minutes);
+    const mode = await this.mode();
+    // Finished canonical jobs stay readable after the transition, so their completions count until then.
+    const engines = mode === "canonical" ? [this.canonical] : [this.canonical, this.qs!];
+    const series = await Promise.all(engines.map((e) => e.throughput(minutes)));
+    return series[0].map((p, i) => ({
+      minute: p.minute,
+      completed: series.reduce((a, s) => a + (s[i]?.completed ?? 0), 0),
+      failed: series.reduce((a, s) => a + (s[i]?.failed ?? 0), 0),
+    }));
   }
+
   async registerCallback(
     id: number,
     lease: number,
     timeoutMs: number,
     kind: "in_process" | "http",
   ): Promise<string | null> {
-    return (await this.engine()).registerCallback(id, lease, timeoutMs, kind);
+    return (await this.ownerOf({ id, lease })).registerCallback(id, lease, timeoutMs, kind);
   }
   async getCallback(id: string): Promise<CallbackRecord | null> {
-    return (await this.engine()).getCallback(id);
+    if ((await this.mode()) === "queue_storage") return this.qs!.getCallback(id);
+    return (await this.canonical.getCallback(id)) ?? (this.qs ? await this.qs.getCallback(id) : null);
   }
   async listCallbacks(jobId: number): Promise<CallbackRecord[]> {
-    return (await this.engine()).listCallbacks(jobId);
+    const all = await Promise.all(
+      (this.qs ? [this.canonical, this.qs] : [this.canonical]).map((e) => e.listCallbacks(jobId)),
+    );
+    return all.flat().sort((a, b) => +a.createdAt - +b.createdAt);
   }
   async resolveCallback(id: string, action: ResolveAction, args: ResolveArgs): Promise<CallbackResolution> {
-    return (await this.engine()).resolveCallback(id, action, args);
+    const mode = await this.mode();
+    if (mode === "canonical") return this.canonical.resolveCallback(id, action, args);
+    if (mode === "mixed" && await this.canonical.getCallback(id)) {
+      return this.canonical.resolveCallback(id, action, args);
+    }
+    return this.qs!.resolveCallback(id, action, args);
   }
+
   async promote(): Promise<number> {
-    return (await this.engine()).promote();
+    let n = 0;
+    for (const e of await this.active()) n += await e.promote();
+    return n;
   }
   async rescue(rescueAfterMs: number): Promise<MaintainedJob[]> {
-    return (await this.engine()).rescue(rescueAfterMs);
+    const out: MaintainedJob[] = [];
+    for (const e of await this.active()) out.push(...await e.rescue(rescueAfterMs));
+    return out;
   }
   async expireCallbacks(): Promise<MaintainedJob[]> {
-    return (await this.engine()).expireCallbacks();
+    const out: MaintainedJob[] = [];
+    for (const e of await this.active()) out.push(...await e.expireCallbacks());
+    return out;
   }
   async cleanup(retention: Retention): Promise<number> {
-    return (await this.engine()).cleanup(retention);
+    const mode = await this.mode();
+    const engines = mode === "canonical" ? [this.canonical] : [this.canonical, this.qs!];
+    let n = 0;
+    for (const e of engines) n += await e.cleanup(retention);
+    return n;
   }
   async refreshStatistics(): Promise<boolean> {
-    return (await this.engine()).refreshStatistics();
+    let any = false;
+    for (const e of await this.active()) any = (await e.refreshStatistics()) || any;
+    return any;
   }
   async maintainRing(retention: Retention, parkAfterMs: number): Promise<RingReport> {
-    return (await this.engine()).maintainRing(retention, parkAfterMs);
+    const mode = await this.mode();
+    if (mode === "canonical") return this.canonical.maintainRing();
+    const report = await this.qs!.maintainRing(retention, parkAfterMs);
+    if (mode === "mixed") report.adopted = await this.qs!.adoptWaiting();
+    return report;
   }
-  async upsertRuntime(r: RuntimeReport): Promise<void> {
-    return (await this.engine()).upsertRuntime(r);
+
+  upsertRuntime(r: RuntimeReport): Promise<void> {
+    return this.canonical.upsertRuntime(r);
   }
-  async deleteRuntime(id: string): Promise<void> {
-    return (await this.engine()).deleteRuntime(id);
+  deleteRuntime(id: string): Promise<void> {
+    return this.canonical.deleteRuntime(id);
   }
-  async listRuntimes(liveWithinMs: number): Promise<RuntimeInfo[]> {
-    return (await this.engine()).listRuntimes(liveWithinMs);
+  listRuntimes(liveWithinMs: number): Promise<RuntimeInfo[]> {
+    return this.canonical.listRuntimes(liveWithinMs);
   }
   storageState(): Promise<StorageState> {
     return readStorageState(this.db, this.n);

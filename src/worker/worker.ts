@@ -11,6 +11,7 @@ import { env, hostname, pid } from "../runtime/runtime.ts";
 import type { Logger, ReadinessReport } from "../types.ts";
 import type { KindPolicy, Retention } from "../storage/engine.ts";
 import { validateQueueName } from "../client/enqueue_input.ts";
+import { RoutedEngine } from "../storage/routed.ts";
 import { Dispatcher, type QueueConfig } from "./dispatcher.ts";
 import type { ExecutorDeps, InFlight } from "./executor.ts";
 import { defaultBackoff, type HandlerEntry, type KindRunner, toRunner } from "./handlers.ts";
@@ -76,6 +77,11 @@ export interface WorkerOptions {
    * of other names are left alone); the elected leader enqueues their jobs.
    */
   cron?: Record<string, CronDefinition>;
+  /**
+   * Storage engines this process executes (default both). `["canonical"]` behaves as a worker of the older
+   * release line (it claims only canonical jobs, and is refused once the storage transition is active).
+   */
+  engines?: ("canonical" | "queue_storage")[];
   /** host:port of the health listener (`/healthz`, `/readyz`); default env SERVICE_HEALTH_ADDR; off without either. */
   healthAddr?: string;
   /**
@@ -157,7 +163,14 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
   }
   const driver = client.driver;
   const db = driver.db;
-  const engine = client.engine;
+  // A worker restricted to some engines (`engines: ["canonical"]` acts as a process of the older line)
+  // routes on its own; otherwise it shares the client's engine.
+  const engine = opts.engines
+    ? new RoutedEngine(client.db, client.names, {
+      liveWithinMs: 3 * heartbeatInterval,
+      engines: opts.engines,
+    })
+    : client.engine;
   const names = client.names;
   const id = `${hostname()}:${pid()}:${crypto.randomUUID().slice(0, 8)}`;
 
@@ -244,7 +257,7 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
       hostname: hostname(),
       pid: pid(),
       queues: [...dispatchers.keys()],
-      engines: ["canonical", "queue_storage"],
+      engines: engine.engines,
       ready: localReadiness(),
       leader: election.isLeader,
       health: { in_flight: inFlight.size, listening: notifier.listening },
@@ -272,6 +285,13 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
       if (version === null || version < EXPECTED_SCHEMA_VERSION) {
         throw new SchemaOutdatedError(version, EXPECTED_SCHEMA_VERSION);
       }
+      if (!engine.engines.includes("queue_storage") && (await engine.transition()) === "active") {
+        throw new ValidationError(
+          "createWorker: this worker executes only the canonical storage engine, and the storage transition of " +
+            "this database is finished (active): run it with both engines (the default)",
+        );
+      }
+      await engine.mode(); // a worker of only queue storage on a canonical database is refused here
       if (cronDefs.length) await engine.cron.upsert(cronDefs, id);
       if (healthAddr) {
         const listener = await startHealthListener(healthAddr, () => worker.healthCheck());
@@ -295,6 +315,7 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
           (jobId) => inFlight.get(Number(jobId))?.abort("cancelled"),
         );
         await notifier.subscribe(names.callbacksChannel, (cb) => waiters.wake(cb));
+        await notifier.subscribe(names.storageChannel, () => engine.refresh());
       }
       started = true;
       await heartbeat.beat();

@@ -28,7 +28,7 @@ import type {
   StorageState,
   ThroughputPoint,
 } from "../engine.ts";
-import { enqueueJobs } from "./enqueue.ts";
+import { enqueueJobs } from "../shared/enqueue.ts";
 import { claimJobs } from "./claim.ts";
 import { completeJobs } from "./complete.ts";
 import { failJob, giveBack, heartbeatJobs, parkJobs, recordStarts, snoozeJob } from "./fail.ts";

@@ -20,6 +20,7 @@ export async function failJob(db: Db, n: SchemaNames, f: Failure): Promise<Job |
   return rows.length && rows[0].id !== null ? rowToJob(rows[0]) : null;
 }
 
+/** Gives the attempt back, scheduled `delayMs` later (`canonical_snooze`; while mixed the job moves to queue storage). */
 export async function snoozeJob(
   db: Db,
   n: SchemaNames,
@@ -27,15 +28,12 @@ export async function snoozeJob(
   lease: number,
   delayMs: number,
 ): Promise<boolean> {
-  const rows = await db.query(
-    `update ${n.q}.jobs
-        set state = 'scheduled', attempt = attempt - 1, run_at = now() + $3::bigint * interval '1 millisecond',
-            heartbeat_at = null, deadline_at = null
-      where id = $1 and lease = $2 and state = 'running'
-      returning id`,
-    [id, lease, Math.max(0, Math.round(delayMs))],
-  );
-  return rows.length > 0;
+  const [r] = await db.query(`select ${n.q}.canonical_snooze($1, $2, $3) as ok`, [
+    id,
+    lease,
+    Math.max(0, Math.round(delayMs)),
+  ]);
+  return r.ok === true;
 }
 
 /**

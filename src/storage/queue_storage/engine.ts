@@ -36,7 +36,7 @@ import type {
   StorageState,
   ThroughputPoint,
 } from "../engine.ts";
-import { enqueueJson, newJob } from "../canonical/enqueue.ts";
+import { enqueueJobs } from "../shared/enqueue.ts";
 import { policiesJson } from "../canonical/claim.ts";
 import { DEADLINE_GRACE_MS } from "../canonical/maintenance.ts";
 import { queueDeclared, setQueuePaused } from "../shared/queues.ts";
@@ -53,7 +53,6 @@ import { cancelJob, getJob, listJobs, retryJob } from "../shared/sql_api.ts";
 import { readStorageState } from "../shared/state.ts";
 import { CronStore } from "../shared/cron.ts";
 import { Batcher } from "../../runtime/batcher.ts";
-import { jobFromJson } from "../../wire.ts";
 
 /** Where a claimed attempt's ready row is. */
 interface Locator {
@@ -133,14 +132,8 @@ export class QueueStorageEngine implements StorageEngine {
     this.locators.delete(`${a.id}:${a.lease}`);
   }
 
-  async enqueue(db: Db, jobs: NewJob[]): Promise<Job[]> {
-    if (jobs.length === 0) return [];
-    const rows = await db.query(`select * from ${this.q}.enqueue_jobs($1::text::jsonb)`, [enqueueJson(jobs)]);
-    rows.sort((a, b) => a.ord - b.ord);
-    return rows.map((r, i) => {
-      if (r.duplicate) return { ...jobFromJson(r.existing), duplicate: true };
-      return newJob(jobs[i], r);
-    });
+  enqueue(db: Db, jobs: NewJob[]): Promise<Job[]> {
+    return enqueueJobs(db, this.n, jobs);
   }
 
   async claim(req: ClaimRequest): Promise<Job[]> {
@@ -256,6 +249,28 @@ export class QueueStorageEngine implements StorageEngine {
     ]);
     return Number(r.n);
   }
+  /** Retries the finished canonical jobs matching `filter` into queue storage (from mixed_transition on). */
+  async retryCanonical(filter: JobFilter, opts: { dryRun?: boolean } = {}): Promise<number> {
+    const where = `${this.n.q}.job_filter_sql($1::text::jsonb) `;
+    const [w] = await this.db.query(`select ${where} as w`, [
+      JSON.stringify({ state: filter.state, kind: filter.kind, queue: filter.queue }),
+    ]);
+    const ids =
+      `select id from ${this.n.q}.jobs where ${w.w} and state in ('completed', 'failed', 'cancelled')`;
+    const [r] = await this.db.query(
+      opts.dryRun
+        ? `select count(*) as n from (${ids}) x`
+        : `select ${this.q}.adopt(array(${ids}), true) as n`,
+    );
+    return Number(r.n);
+  }
+
+  /** The leader's part of a mixed transition: canonical jobs that wait move here. */
+  async adoptWaiting(): Promise<number> {
+    const [r] = await this.db.query(`select ${this.q}.adopt_waiting() as n`);
+    return Number(r.n);
+  }
+
   bulkCancel(filter: JobFilter, opts: { dryRun?: boolean } = {}): Promise<number> {
     return this.bulk(filter, "cancel", opts.dryRun ?? false);
   }
