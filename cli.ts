@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { Command, CommanderError } from "commander";
+import { Command, CommanderError } from "npm:commander@14.0.3";
 import { CliError, connectTimeoutOption, dbOptions, toCliError } from "./src/cli/common.ts";
 import { migrateCommand } from "./src/cli/migrate.ts";
 import { serveCommand } from "./src/cli/serve.ts";

@@ -3,7 +3,7 @@
  * of the receiver under the prefix: no UI, no admin routes, no CORS. Refuses to start without a
  * secret (unless `--allow-unsigned`), with a malformed secret, or against a read-only database.
  */
-import { Command, InvalidArgumentError } from "commander";
+import { Command, InvalidArgumentError } from "npm:commander@14.0.3";
 import type { Client } from "../client/client.ts";
 import { DEFAULT_CALLBACK_PATH_PREFIX } from "../contract/callback_url.ts";
 import { parseSecret } from "../contract/signature.ts";

@@ -2,7 +2,7 @@
  * CLI conventions: `--database-url` before the command or on it, else DATABASE_URL; exit 0 success,
  * 1 failure, 2 usage error; one-line errors on stderr that name the fix; `--json` in snake_case.
  */
-import { type Command, InvalidArgumentError } from "commander";
+import { type Command, InvalidArgumentError } from "npm:commander@14.0.3";
 import { type Client, createClient } from "../client/client.ts";
 import { connectWithin, poolTarget } from "../db/connection.ts";
 import { env } from "../runtime/runtime.ts";

@@ -1,5 +1,5 @@
 /** `svc cron list|add|trigger|pause|resume|remove`. */
-import { Command, InvalidArgumentError } from "commander";
+import { Command, InvalidArgumentError } from "npm:commander@14.0.3";
 import { type CronSchedule, cronToJson } from "../cron/definition.ts";
 import { validateSchedule } from "../cron/schedule.ts";
 import { jobToJson } from "../wire.ts";

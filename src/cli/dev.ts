@@ -5,7 +5,7 @@
  * on a PostgreSQL server of its own (binaries from npm, data in ./.svc-data) whose DATABASE_URL it
  * prints for other processes. Ctrl-C stops it.
  */
-import { Command } from "commander";
+import { Command } from "npm:commander@14.0.3";
 import { type Dev, startDev } from "../dev/dev.ts";
 import { EmbeddedPostgresError, killEmbeddedServers } from "../dev/embedded_postgres.ts";
 import { env, eprintln, exit, onShutdownSignal } from "../runtime/runtime.ts";

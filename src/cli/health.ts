@@ -3,7 +3,7 @@
  * ready; 1 unreachable or unmigrated, with the reason as the one-line error; 2 usage error. Fleet
  * counts are informational: a cluster with zero workers is still ready.
  */
-import { Command } from "commander";
+import { Command } from "npm:commander@14.0.3";
 import type { ClusterHealth } from "../types.ts";
 import { ConnectTimeoutError } from "../errors.ts";
 import { cliClient, CliError, connectCli, printJson, withDb } from "./common.ts";

@@ -1,5 +1,5 @@
 /** `svc job list|get|enqueue|retry|cancel|retry-failed`. */
-import { Command, InvalidArgumentError } from "commander";
+import { Command, InvalidArgumentError } from "npm:commander@14.0.3";
 import { InvalidStateError, JobNotFoundError } from "../errors.ts";
 import { jobToJson } from "../wire.ts";
 import { type Job, JOB_STATES, type JobState } from "../types.ts";

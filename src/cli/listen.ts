@@ -15,7 +15,7 @@ export async function serveUntilSignal(
 ): Promise<void> {
   let server: HttpServer;
   try {
-    server = serveHttp({ hostname: host, port }, handler);
+    server = await serveHttp({ hostname: host, port }, handler);
   } catch (e) {
     throw new CliError(
       `cannot listen on ${host}:${port} (${(e as Error).message}); choose another --host / --port`,

@@ -1,5 +1,5 @@
 /** `svc migrate [--status] [--engine E] [--qs-schema S] [--qs-slots N] [--qs-rotation-interval S]`. */
-import { Command, InvalidArgumentError } from "commander";
+import { Command, InvalidArgumentError } from "npm:commander@14.0.3";
 import { EngineMismatchError, QsParamsMismatchError } from "../db/migrate.ts";
 import { CliError, intArg, printJson, UsageError, withClient, withDb } from "./common.ts";
 import { validateSchemaName } from "../db/names.ts";

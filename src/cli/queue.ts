@@ -1,5 +1,5 @@
 /** `svc queue list|pause|resume`. */
-import { Command } from "commander";
+import { Command } from "npm:commander@14.0.3";
 import { queueToJson } from "../wire.ts";
 import { printJson, printTable, queueArg, withClient, withDb } from "./common.ts";
 

@@ -4,7 +4,7 @@
  * changes from another site's pages are refused unless listed with `--cors-origin`; `--auth-token`
  * (or SERVICE_AUTH_TOKEN) makes the API require a token.
  */
-import { Command, InvalidArgumentError } from "commander";
+import { Command, InvalidArgumentError } from "npm:commander@14.0.3";
 import type { Client } from "../client/client.ts";
 import { SchemaOutdatedError } from "../errors.ts";
 import { createAdminServer } from "../http/server.ts";

@@ -3,7 +3,7 @@
  * canonical engine to queue storage (docs/guide/upgrade.md). Exit 0 done (or nothing to do), 1 failure,
  * 2 usage error, 3 blocked (the one-line error names the blocker).
  */
-import { Command } from "commander";
+import { Command } from "npm:commander@14.0.3";
 import type { Client } from "../client/client.ts";
 import type { StorageCommand, StorageStatus } from "../storage/shared/transition.ts";
 import { CliError, intArg, printJson, withClient, withDb } from "./common.ts";

@@ -6,8 +6,8 @@
  * @module
  */
 
-import { blake3 } from "@noble/hashes/blake3.js";
-import { bytesToHex, hexToBytes, utf8ToBytes } from "@noble/hashes/utils.js";
+import { blake3 } from "npm:@noble/hashes@2.4.0/blake3.js";
+import { bytesToHex, hexToBytes, utf8ToBytes } from "npm:@noble/hashes@2.4.0/utils.js";
 
 /** Request header that carries the callback signature. */
 export const SIGNATURE_HEADER: string = "X-Service-Signature";

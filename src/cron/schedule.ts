@@ -14,7 +14,7 @@
  * @module
  */
 
-import { Cron } from "croner";
+import { Cron } from "npm:croner@11.0.1";
 
 /** Time zone used when a schedule names none. */
 export const DEFAULT_CRON_TIMEZONE: string = "UTC";

@@ -2,7 +2,7 @@
  * The driver seam: storage code talks SQL text + parameters through `Db`, so an embedded driver can
  * stand in for postgres.js later. `fromPostgres` wraps a postgres.js `sql` or transaction.
  */
-import postgres from "postgres";
+import postgres from "npm:postgres@3.4.9";
 import { ConnectTimeoutError } from "../errors.ts";
 
 /** A row as the driver returns it. */

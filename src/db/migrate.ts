@@ -10,7 +10,7 @@
  */
 import type { Db } from "./connection.ts";
 import { type SchemaNames, validateSchemaName } from "./names.ts";
-import { readText } from "../runtime/runtime.ts";
+import { MIGRATION_SQL } from "../generated/migrations.ts";
 import { EXPECTED_SCHEMA_VERSION, MIGRATIONS, readSchemaVersion } from "./schema_version.ts";
 import { ValidationError } from "../errors.ts";
 
@@ -131,12 +131,24 @@ export async function readQsParams(db: Db, names: SchemaNames): Promise<QsParams
   };
 }
 
+/**
+ * The template of a migration file, from the generated module that holds `migrations/*.sql` (so that
+ * a published package or a compiled binary, which have no files beside the sources, migrate alike).
+ */
+export function migrationText(file: string): string {
+  const text = MIGRATION_SQL[file];
+  if (text === undefined) {
+    throw new Error(
+      `the migration ${file} is not in src/generated/migrations.ts: run \`deno task assets\` and commit the result`,
+    );
+  }
+  return text;
+}
+
 /** Applies every missing migration. Idempotent. */
 export async function migrate(db: Db, names: SchemaNames, opts: MigrateOptions = {}): Promise<MigrateResult> {
   validateMigrateOptions(opts);
-  const texts = await Promise.all(
-    MIGRATIONS.map((m) => readText(new URL(`../../migrations/${m.file}`, import.meta.url))),
-  );
+  const texts = MIGRATIONS.map((m) => migrationText(m.file));
   return await db.begin(async (tx) => {
     await tx.query("select pg_advisory_xact_lock($1::bigint)", [names.migrateLockKey]);
     await tx.query(`create schema if not exists ${names.q}`);

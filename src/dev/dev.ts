@@ -75,7 +75,7 @@ export async function startDev(o: DevOptions = {}): Promise<Dev> {
         new Response("svc dev is starting\n", { status: 503, headers: { "retry-after": "1" } }),
       );
     try {
-      server = serveHttp({ hostname: host, port: o.port ?? 3000 }, (req) => handler(req));
+      server = await serveHttp({ hostname: host, port: o.port ?? 3000 }, (req) => handler(req));
     } catch (e) {
       throw new Error(
         `cannot listen on ${host}:${o.port ?? 3000} (${(e as Error).message}); choose another --port`,
@@ -123,7 +123,7 @@ export async function startDev(o: DevOptions = {}): Promise<Dev> {
       logger: { info: () => {}, error: (line: string) => log(line) },
     }).fetch;
     const fn = exampleFunction(log);
-    const fnServer = serveHttp({ hostname: "127.0.0.1", port: 0 }, fn.fetch);
+    const fnServer = await serveHttp({ hostname: "127.0.0.1", port: 0 }, fn.fetch);
     undo.push(() => fnServer.close());
     undo.push(() => fn.close());
 

@@ -3,9 +3,9 @@
  * the optional token of `svc serve --auth-token` (a bearer header, or the session cookie the UI's
  * login form sets).
  */
-import { hmac } from "@noble/hashes/hmac.js";
-import { sha256 } from "@noble/hashes/sha2.js";
-import { bytesToHex, utf8ToBytes } from "@noble/hashes/utils.js";
+import { hmac } from "npm:@noble/hashes@2.4.0/hmac.js";
+import { sha256 } from "npm:@noble/hashes@2.4.0/sha2.js";
+import { bytesToHex, utf8ToBytes } from "npm:@noble/hashes@2.4.0/utils.js";
 
 /** Name of the UI's session cookie. */
 export const SESSION_COOKIE = "svc_session";

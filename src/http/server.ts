@@ -8,9 +8,9 @@
  * listed in `corsOrigins`), 401 `unauthorized` (with `authToken`, every route but capabilities, login
  * and logout). The callback routes skip all three: the receiver applies its own checks.
  */
-import { Hono } from "hono";
-import type { Context } from "hono";
-import { cors } from "hono/cors";
+import { Hono } from "npm:hono@4.13.19";
+import type { Context } from "npm:hono@4.13.19";
+import { cors } from "npm:hono@4.13.19/cors";
 import type { Client } from "../client/client.ts";
 import { SIGNATURE_HEADER } from "../contract/signature.ts";
 import type { Logger } from "../types.ts";

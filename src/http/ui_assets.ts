@@ -1,12 +1,12 @@
 /**
- * The admin UI's built files (`ui/dist/`), found through `import.meta.url` so `svc serve` works from
- * any working directory and from a published package. Files are read once and kept in memory
- * (the bundle is small); any GET that is not a file gets `index.html` (client-side routes).
+ * The admin UI's built files (`ui/dist/`), from the generated module that holds them
+ * (`src/generated/ui.ts`), so `svc serve` answers alike from a checkout, a published package and a
+ * compiled binary, from any working directory; a folder given as a URL is read from disk instead.
+ * Files are kept in memory (the bundle is small); any GET that is not a file gets `index.html`
+ * (client-side routes).
  */
 import { readBytes } from "../runtime/runtime.ts";
-
-/** Where the built UI lives, relative to this module. */
-export const UI_DIST_URL: URL = new URL("../../ui/dist/", import.meta.url);
+import { UI_FILES } from "../generated/ui.ts";
 
 const CONTENT_TYPES: Record<string, string> = {
   html: "text/html; charset=utf-8",
@@ -37,11 +37,19 @@ interface Asset {
   etag: string;
 }
 
-/** Serves the UI files of `distUrl` (default `ui/dist/`). */
+/** A file of the generated module, as bytes (null when there is none). */
+function embeddedFile(relPath: string): Uint8Array | null {
+  const f = Object.hasOwn(UI_FILES, relPath) ? UI_FILES[relPath] : undefined;
+  if (!f) return null;
+  if ("text" in f) return new TextEncoder().encode(f.text);
+  return Uint8Array.from(atob(f.base64), (c) => c.charCodeAt(0));
+}
+
+/** Serves the built UI: the generated module's files, or those of the folder `distUrl` when given. */
 export class UiAssets {
   #cache = new Map<string, Promise<Asset | null>>();
 
-  constructor(readonly distUrl: URL = UI_DIST_URL) {}
+  constructor(readonly distUrl?: URL) {}
 
   /** The file at `relPath` (no leading slash), or null when there is none. */
   file(relPath: string): Promise<Asset | null> {
@@ -56,12 +64,13 @@ export class UiAssets {
   }
 
   async #load(relPath: string): Promise<Asset | null> {
-    let body: Uint8Array;
+    let body: Uint8Array | null;
     try {
-      body = await readBytes(new URL(relPath, this.distUrl));
+      body = this.distUrl ? await readBytes(new URL(relPath, this.distUrl)) : embeddedFile(relPath);
     } catch {
       return null; // missing, or a directory
     }
+    if (!body) return null;
     const ext = relPath.slice(relPath.lastIndexOf(".") + 1).toLowerCase();
     const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", body as BufferSource));
     const etag = `"${[...digest.slice(0, 8)].map((b) => b.toString(16).padStart(2, "0")).join("")}"`;
@@ -76,7 +85,9 @@ export class UiAssets {
     if (isIndex) asset = await this.file("index.html");
     if (!asset) {
       return new Response(
-        `The admin UI is not built (no index.html in ${this.distUrl.href}); the REST API is under /api.\n`,
+        `The admin UI is not built (no index.html in ${
+          this.distUrl?.href ?? "src/generated/ui.ts"
+        }); the REST API is under /api.\n`,
         { status: 404, headers: { "content-type": "text/plain; charset=utf-8" } },
       );
     }

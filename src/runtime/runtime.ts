@@ -1,9 +1,13 @@
 /**
- * The one module that touches the host runtime (Deno today; the npm build for Node swaps this file).
- * Everything else in `src/` uses Web-standard APIs and npm packages only.
+ * The one module that touches the host runtime, here Deno. The npm build for Node (`dnt.ts`) puts
+ * `runtime_node.ts`, which exports the same names with the same types, in its place. Everything else
+ * in `src/` uses Web-standard APIs, `node:` modules that both runtimes have, and npm packages only.
  */
 
 import { setImmediate } from "node:timers";
+import type { FetchHandler, HttpServer, ServeOptions } from "./types.ts";
+
+export type { FetchHandler, HttpServer, ServeOptions } from "./types.ts";
 
 const D: any = (globalThis as any).Deno;
 
@@ -27,14 +31,6 @@ export function pid(): number {
   return D?.pid ?? (globalThis as any).process?.pid ?? 0;
 }
 
-/** Reads a text file given as a URL (file: on disk, anything else with fetch). */
-export async function readText(url: URL): Promise<string> {
-  if (url.protocol === "file:" && D?.readTextFile) return await D.readTextFile(url);
-  const res = await fetch(url);
-  if (!res.ok) throw new Error(`cannot read ${url}: HTTP ${res.status}`);
-  return await res.text();
-}
-
 /** Reads a binary file given as a URL. */
 export async function readBytes(url: URL): Promise<Uint8Array> {
   if (url.protocol === "file:" && D?.readFile) return await D.readFile(url);
@@ -54,27 +50,24 @@ export function onShutdownSignal(fn: (signal: string) => void): () => void {
   return () => handlers.forEach(([s, h]) => D.removeSignalListener(s, h));
 }
 
-/** A running HTTP server. */
-export interface HttpServer {
-  /** The address it listens on, as host:port. */
-  addr: { hostname: string; port: number };
-  close(): Promise<void>;
-}
-
-/** Serves a fetch handler on host:port (port 0 picks a free one). */
-export function serveHttp(
-  opts: { hostname: string; port: number; onListen?: (addr: { hostname: string; port: number }) => void },
-  handler: (req: Request) => Response | Promise<Response>,
-): HttpServer {
-  const server = D.serve({ hostname: opts.hostname, port: opts.port, onListen: () => {} }, handler);
-  const addr = server.addr as { hostname: string; port: number };
-  opts.onListen?.(addr);
-  return {
-    addr: { hostname: addr.hostname, port: addr.port },
-    close: async () => {
-      await server.shutdown();
-    },
-  };
+/**
+ * Serves a fetch handler on host:port (port 0 picks a free one); resolves once it listens, rejects
+ * when it cannot (the address in use, say).
+ */
+export function serveHttp(opts: ServeOptions, handler: FetchHandler): Promise<HttpServer> {
+  try {
+    const server = D.serve({ hostname: opts.hostname, port: opts.port, onListen: () => {} }, handler);
+    const addr = server.addr as { hostname: string; port: number };
+    opts.onListen?.(addr);
+    return Promise.resolve({
+      addr: { hostname: addr.hostname, port: addr.port },
+      close: async () => {
+        await server.shutdown();
+      },
+    });
+  } catch (e) {
+    return Promise.reject(e);
+  }
 }
 
 /** Writes one line to standard error. */

@@ -62,11 +62,14 @@ export function healthHandler(
   };
 }
 
-/** Starts the listener; throws a ValidationError naming the fix when the address cannot be bound. */
-export function startHealthListener(addr: string, readiness: () => Promise<ReadinessReport>): HttpServer {
+/** Starts the listener; rejects with a ValidationError naming the fix when the address cannot be bound. */
+export async function startHealthListener(
+  addr: string,
+  readiness: () => Promise<ReadinessReport>,
+): Promise<HttpServer> {
   const { hostname, port } = parseHealthAddr(addr);
   try {
-    return serveHttp({ hostname, port }, healthHandler(readiness));
+    return await serveHttp({ hostname, port }, healthHandler(readiness));
   } catch (e) {
     throw new ValidationError(
       `cannot start the health listener on ${addr} (${(e as Error).message}); ` +

@@ -294,7 +294,7 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
       await engine.mode(); // a worker of only queue storage on a canonical database is refused here
       if (cronDefs.length) await engine.cron.upsert(cronDefs, id);
       if (healthAddr) {
-        const listener = startHealthListener(healthAddr, () => worker.healthCheck());
+        const listener = await startHealthListener(healthAddr, () => worker.healthCheck());
         stops.push(() => listener.close());
         logger.info(`svc: health listener on ${listener.addr.hostname}:${listener.addr.port}`);
       }

@@ -116,7 +116,7 @@ async function withUi(
       authToken: o.authToken,
       logger: { info: () => {}, error: (l: string) => console.error(l) },
     });
-    server = serveHttp({ hostname: "127.0.0.1", port: 0 }, app.fetch);
+    server = await serveHttp({ hostname: "127.0.0.1", port: 0 }, app.fetch);
     const base = `http://127.0.0.1:${server.addr.port}`;
     browser = await (o.launch ?? launchChromium)();
     const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
