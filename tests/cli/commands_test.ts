@@ -360,16 +360,37 @@ Deno.test("svc cron: add, list, trigger, pause, resume, remove, with invalid exp
   }
 });
 
-Deno.test("svc storage status: engine and transition, text and --json", async () => {
+Deno.test("svc storage status: state, backlog, runtimes, blockers and next step, text and --json", async () => {
   const { schema, drop } = await testClient();
   try {
+    const canonical = TEST_ENGINE === "canonical";
+    const text = ok(await svcIn(schema, ["storage", "status"]));
     assert.equal(
-      ok(await svcIn(schema, ["storage", "status"])),
-      `engine: ${TEST_ENGINE}\ntransition: ${TEST_TRANSITION}\n`,
+      text,
+      [
+        `state: ${TEST_TRANSITION}`,
+        `engine (new writes): ${TEST_ENGINE}`,
+        "canonical backlog: 0 unfinished jobs",
+        `queue storage: ready (schema ${schema}_qs)`,
+        "live runtimes: 0 can execute queue storage, 0 only canonical",
+        "blockers: none",
+        "abort possible: " + (canonical ? "yes" : "no"),
+        "next step: " + (canonical ? "svc storage prepare" : "none (the transition is finished)"),
+        "",
+      ].join("\n"),
     );
     assert.deepEqual(JSON.parse(ok(await svcIn(schema, ["storage", "status", "--json"]))), {
-      engine: TEST_ENGINE,
+      state: TEST_TRANSITION,
       transition: TEST_TRANSITION,
+      engine: TEST_ENGINE,
+      prepared_engine: null,
+      canonical_backlog: 0,
+      queue_storage_ready: true,
+      queue_storage_schema: `${schema}_qs`,
+      runtimes: { canonical_only: 0, queue_storage_capable: 0 },
+      blockers: [],
+      abort_possible: canonical,
+      next_step: canonical ? "svc storage prepare" : null,
     });
   } finally {
     await drop();

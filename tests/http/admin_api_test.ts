@@ -517,14 +517,24 @@ Deno.test("GET /api/runtimes: live processes, their queues, readiness and the le
     assert.deepEqual([r2.id, r2.ready, r2.leader, r2.live], ["host:2:b", false, false, false]);
   }));
 
-Deno.test("GET /api/storage: engine and transition state", () =>
+Deno.test("GET /api/storage: the transition status (D-15 shape)", () =>
   withApi(async ({ call, schema }) => {
     const a = await call("GET", "/api/storage");
     assert.equal(a.status, 200);
+    const canonical = TEST_ENGINE === "canonical";
+    const state = canonical ? "canonical" : "active";
     assert.deepEqual(a.body, {
+      state,
+      transition: state,
       engine: TEST_ENGINE,
-      transition: TEST_ENGINE === "canonical" ? "canonical" : "active",
+      prepared_engine: null,
+      canonical_backlog: 0,
+      queue_storage_ready: true,
       queue_storage_schema: `${schema}_qs`,
+      runtimes: { canonical_only: 0, queue_storage_capable: 0 },
+      blockers: [],
+      abort_possible: canonical,
+      next_step: canonical ? "svc storage prepare" : null,
     });
   }));
 
