@@ -119,7 +119,7 @@ begin
 end $$;
 
 -- Milliseconds of the default retry backoff (2^attempt s plus up to 25 % jitter, capped at 24 h).
-create function backoff_ms(attempt integer) returns bigint language sql volatile set search_path from current as $$
+create function backoff_ms(attempt integer) returns bigint language sql volatile as $$
   select round(least(power(2, least(attempt, 30))::float8, 86400) * (1 + random() * 0.25) * 1000)::bigint
 $$;
 
@@ -537,6 +537,16 @@ create table {{qs}}.ring_rotations (
   at         timestamptz not null default now()
 );
 insert into {{qs}}.ring_rotations (generation, slot) values (0, 0);
+create index on {{qs}}.ring_rotations (slot, generation);
+
+-- Slots whose completions were copied into history, by the generation in which the slot was current:
+-- the prune of that slot then only truncates it.
+create table {{qs}}.slot_archives (
+  slot       smallint not null,
+  generation bigint not null,
+  at         timestamptz not null default now(),
+  primary key (slot, generation)
+);
 
 -- Lanes that have ever had a job (claims look only at these).
 create table {{qs}}.lanes (
@@ -598,12 +608,17 @@ create index on {{qs}}.spent (job_id);
 create index on {{qs}}.spent (worker, at) where is_claim;
 create index on {{qs}}.spent (deadline_at) where deadline_at is not null;
 
+-- Closures: an attempt ends exactly once (the primary key makes the first writer win). A completion by
+-- its worker (outcome `done`) keeps its result here and the job's body stays in the ring until the
+-- leader archives the slot into history before reclaiming it; `dropped` is a completion with no history
+-- (retention of completed jobs 0). Every other outcome wrote its effects when it was inserted.
 create table {{qs}}.closed (
   slot    smallint not null,
   job_id  bigint not null,
   lease   integer not null,
   outcome text not null,
   at      timestamptz not null default now(),
+  result  jsonb,
   primary key (job_id, lease, slot)
 ) partition by list (slot);
 
@@ -816,7 +831,30 @@ select h.job_id as id, h.kind, h.queue, h.args, h.state::job_state as state, h.p
  where not exists (select 1 from {{qs}}.ready r where r.job_id = h.job_id and r.lease > h.lease)
    and not exists (select 1 from {{qs}}.deferred d where d.job_id = h.job_id)
    and not exists (select 1 from {{qs}}.parked p where p.job_id = h.job_id)
-   and not exists (select 1 from {{qs}}.history h2 where h2.job_id = h.job_id and h2.lease > h.lease);
+   and not exists (select 1 from {{qs}}.history h2 where h2.job_id = h.job_id and h2.lease > h.lease)
+   -- the archived copy of a completion still in the ring: the ring's row stands until the slot is reclaimed
+   and not exists (select 1 from {{qs}}.closed c where c.job_id = h.job_id and c.lease = h.lease and c.outcome = 'done')
+union all
+-- Completions still in the ring.
+select c.job_id as id, r.kind, r.queue, r.args, 'completed'::job_state as state, r.priority, r.attempt + 1 as attempt,
+       r.max_attempts, r.run_at, r.created_at,
+       coalesce((select s.at from {{qs}}.starts s where s.job_id = t.job_id and s.lease = t.lease and s.slot = t.slot),
+                case when not t.prefetched then t.at end) as attempted_at,
+       c.at as finalized_at, null::timestamptz as heartbeat_at, null::timestamptz as deadline_at, r.errors, r.tags,
+       r.metadata, c.result, r.unique_key,
+       (select cb.id from {{qs}}.callbacks cb where cb.job_id = c.job_id and cb.lease = c.lease
+         order by cb.created_at desc limit 1) as callback_id,
+       null::timestamptz as callback_timeout_at, c.lease, t.worker as attempted_by, r.trace_context,
+       t.effective_max_attempts, null::bigint as retry_delay_ms
+  from {{qs}}.closed c
+  join {{qs}}.spent t on t.job_id = c.job_id and t.lease = c.lease and t.slot = c.slot and t.is_claim
+  join {{qs}}.ready r on r.queue = t.queue and r.priority = t.priority and r.shard = t.shard and r.seq = t.seq
+                     and r.slot = t.slot
+ where c.outcome = 'done'
+   and not exists (select 1 from {{qs}}.ready r2 where r2.job_id = c.job_id and r2.lease > c.lease)
+   and not exists (select 1 from {{qs}}.deferred d where d.job_id = c.job_id)
+   and not exists (select 1 from {{qs}}.parked p where p.job_id = c.job_id)
+   and not exists (select 1 from {{qs}}.history h2 where h2.job_id = c.job_id and h2.lease > c.lease);
 
 create view {{qs}}.jobs as
   select * from {{qs}}.jobs_available
@@ -987,58 +1025,73 @@ returns table (slot smallint, queue text, priority smallint, shard smallint, seq
                trace_context text, claimed_at timestamptz, deadline_at timestamptz, prefetched boolean,
                effective_max_attempts integer, retry_delay_ms bigint, callback_id uuid,
                callback_timeout_at timestamptz)
-language plpgsql set search_path from current as $$
+language plpgsql set search_path from current set plan_cache_mode = force_generic_plan as $$
 #variable_conflict use_column
+declare
+  -- Ring slots holding rows: the statement below reads only their partitions (pruned before it starts;
+  -- its fixed cost is mostly starting the scans of every partition otherwise). The padding matches none.
+  v_live smallint[] := array(select s::smallint from generate_series(0, {{slots}} - 1) s
+                              where (select true from {{qs}}.ready r where r.slot = s::smallint limit 1))
+                       || array_fill((-1)::smallint, array[{{slots}}]);
 begin
+  -- Claims of one queue take turns, and so does every other writer of its spent rows (a cancel's
+  -- tombstone, the prune's forwarding): a claim's inserts therefore cannot conflict.
   perform pg_advisory_xact_lock({{qs}}.claim_lock_key(p_queue));
   if exists (select 1 from queues q where q.name = p_queue and q.paused) then
     return;
   end if;
+  -- Plan shapes here do not depend on statistics (the ring's tables churn faster than ANALYZE could
+  -- follow): every lookup is an index probe, and no two CTEs are joined to each other, which the planner
+  -- does with nested loops when it underestimates them, quadratic in the batch (ADR 009).
+  -- Per priority, the shards of the lane are read from their cursors in seq order and merged, so that
+  -- only the rows claimed are read.
   return query
-  with lane_cursor as (
-    select l.priority, l.shard,
-           coalesce((select t.seq from {{qs}}.spent t
-                      where t.queue = p_queue and t.priority = l.priority and t.shard = l.shard and t.is_claim
-                      order by t.seq desc limit 1), 0) as cursor
-      from {{qs}}.lanes l where l.queue = p_queue),
-  cand as (
-    select r.* from lane_cursor lc cross join lateral (
-      select r.* from {{qs}}.ready r
-       where r.queue = p_queue and r.priority = lc.priority and r.shard = lc.shard and r.seq > lc.cursor
-         and not exists (select 1 from {{qs}}.spent t
-                          where t.queue = r.queue and t.priority = r.priority and t.shard = r.shard
-                            and t.seq = r.seq and t.slot = r.slot)
-       order by r.seq limit p_limit) r
-     order by r.priority, r.seq limit p_limit),
-  numbered as (
-    select c.*, row_number() over (order by c.priority, c.seq) > p_free as pre,
-           p_policies -> c.kind as pol from cand c),
+  with cand as (
+    select r.* from (select distinct l.priority from {{qs}}.lanes l where l.queue = p_queue) p
+    cross join lateral (
+      select r.* from (
+        {{#each_shard}}(select r.* from {{qs}}.ready r
+          where r.queue = p_queue and r.priority = p.priority and r.shard = {{shard}}
+            and r.slot in ({{slot_params v_live}})
+            and r.seq > coalesce((select t.seq from {{qs}}.spent t
+                                   where t.queue = p_queue and t.priority = p.priority and t.shard = {{shard}}
+                                     and t.is_claim and t.slot in ({{slot_params v_live}})
+                                   order by t.seq desc limit 1), 0)
+            -- a tombstone above the cursor (a cancelled job): a point lookup per row
+            and (select true from {{qs}}.spent t
+                  where t.queue = r.queue and t.priority = r.priority and t.shard = r.shard
+                    and t.seq = r.seq and t.slot = r.slot and t.slot in ({{slot_params v_live}}) limit 1) is null
+          order by r.seq limit p_limit){{/each_shard}}
+      ) r order by r.seq limit p_limit) r
+    order by r.priority, r.seq limit p_limit),
+  numbered as materialized (
+    select c.*, n.pre, now() as claimed_at,
+           now() + ((c.pol ->> 'timeout_ms')::bigint + case when n.pre then p_prefetch_ttl_ms else 0 end)
+                   * interval '1 millisecond' as deadline_at,
+           least(c.max_attempts, coalesce((c.pol ->> 'max_attempts')::integer, c.max_attempts)) as eff,
+           coalesce((c.pol -> 'delays_ms' ->> least(c.attempt,
+                       jsonb_array_length(coalesce(c.pol -> 'delays_ms', '[null]')) - 1))::bigint,
+                    backoff_ms(c.attempt + 1)) as retry_ms,
+           case when p_callbacks ? c.kind then gen_random_uuid() end as cb_id,
+           case when p_callbacks ? c.kind
+                then now() + (p_callbacks ->> c.kind)::bigint * interval '1 millisecond' end as cb_deadline
+      from (select c.*, p_policies -> c.kind as pol, row_number() over (order by c.priority, c.seq) as k
+              from cand c) c
+      cross join lateral (select c.k > p_free as pre) n),
   ins as (
-    insert into {{qs}}.spent as t (slot, queue, priority, shard, seq, job_id, lease, is_claim, worker, at, deadline_at,
+    insert into {{qs}}.spent (slot, queue, priority, shard, seq, job_id, lease, is_claim, worker, at, deadline_at,
                              prefetched, effective_max_attempts, retry_delay_ms)
-    select n.slot, n.queue, n.priority, n.shard, n.seq, n.job_id, n.lease + 1, true, p_worker, now(),
-           now() + ((n.pol ->> 'timeout_ms')::bigint + case when n.pre then p_prefetch_ttl_ms else 0 end)
-                   * interval '1 millisecond',
-           n.pre, least(n.max_attempts, coalesce((n.pol ->> 'max_attempts')::integer, n.max_attempts)),
-           coalesce((n.pol -> 'delays_ms' ->> least(n.attempt,
-                       jsonb_array_length(coalesce(n.pol -> 'delays_ms', '[null]')) - 1))::bigint,
-                    backoff_ms(n.attempt + 1))
-      from numbered n
-    on conflict do nothing
-    returning t.slot, t.queue, t.priority, t.shard, t.seq, t.lease, t.at, t.deadline_at, t.prefetched,
-              t.effective_max_attempts, t.retry_delay_ms),
+    select n.slot, n.queue, n.priority, n.shard, n.seq, n.job_id, n.lease + 1, true, p_worker, n.claimed_at,
+           n.deadline_at, n.pre, n.eff, n.retry_ms
+      from numbered n),
   cbs as (
-    insert into {{qs}}.callbacks as c (id, job_id, attempt, lease, kind, deadline_at)
-    select gen_random_uuid(), n.job_id, n.attempt + 1, i.lease, 'http',
-           now() + (p_callbacks ->> n.kind)::bigint * interval '1 millisecond'
-      from ins i join numbered n using (slot, queue, priority, shard, seq)
-     where p_callbacks ? n.kind
-    returning c.job_id, c.id, c.deadline_at)
+    insert into {{qs}}.callbacks (id, job_id, attempt, lease, kind, deadline_at)
+    select n.cb_id, n.job_id, n.attempt + 1, n.lease + 1, 'http', n.cb_deadline
+      from numbered n where n.cb_id is not null)
   select n.slot, n.queue, n.priority, n.shard, n.seq, n.job_id, n.kind, n.args, n.attempt + 1, n.max_attempts,
-         i.lease, n.run_at, n.created_at, n.errors, n.tags, n.metadata, n.unique_key, n.trace_context, i.at,
-         i.deadline_at, i.prefetched, i.effective_max_attempts, i.retry_delay_ms, cb.id, cb.deadline_at
-    from ins i join numbered n using (slot, queue, priority, shard, seq)
-    left join cbs cb on cb.job_id = n.job_id
+         n.lease + 1, n.run_at, n.created_at, n.errors, n.tags, n.metadata, n.unique_key, n.trace_context,
+         n.claimed_at, n.deadline_at, n.pre, n.eff, n.retry_ms, n.cb_id, n.cb_deadline
+    from numbered n
    order by n.priority, n.seq;
 end $$;
 
@@ -1047,8 +1100,16 @@ create function {{qs}}.record_starts(p_items jsonb) returns setof bigint
 language sql set search_path from current as $$
   insert into {{qs}}.starts (slot, job_id, lease)
   select t.slot, t.job_id, t.lease
-    from jsonb_to_recordset(p_items) as i(id bigint, lease integer) join {{qs}}.spent t on t.job_id = i.id and t.lease = i.lease and t.is_claim
-   where not exists (select 1 from {{qs}}.closed c where c.job_id = t.job_id and c.lease = t.lease and c.slot = t.slot)
+    from jsonb_to_recordset(p_items) as i(id bigint, lease integer, slot smallint)
+    cross join lateral (
+      select t.slot, t.job_id, t.lease from {{qs}}.spent t
+       where i.slot is not null and t.job_id = i.id and t.lease = i.lease and t.slot = i.slot and t.is_claim
+      union all
+      select t.slot, t.job_id, t.lease from {{qs}}.spent t
+       where i.slot is null and t.job_id = i.id and t.lease = i.lease and t.is_claim
+      limit 1) t
+   where (select true from {{qs}}.closed c
+           where c.job_id = t.job_id and c.lease = t.lease and c.slot = t.slot limit 1) is null
   on conflict do nothing
   returning job_id
 $$;
@@ -1063,24 +1124,31 @@ language plpgsql set search_path from current as $$
 declare
   v_ring jsonb;
   v_parked jsonb;
+  -- {"job id:lease": the item's ord}
+  v_ord jsonb := (select jsonb_object_agg((x ->> 'id') || ':' || (x ->> 'lease'), x -> 'ord')
+                    from jsonb_array_elements(p_items) x);
 begin
   with inp as (
     select * from jsonb_to_recordset(p_items) as i(ord integer, id bigint, lease integer, action text,
       slot smallint, queue text, priority smallint, shard smallint, seq bigint)),
+  -- The attempts asked for: one index probe per item (see claim on plan shapes).
   att as (
-    select i.ord, i.action, t.* from inp i join {{qs}}.spent t
-      on t.queue = i.queue and t.priority = i.priority and t.shard = i.shard and t.seq = i.seq and t.slot = i.slot
-     where i.slot is not null and t.job_id = i.id and t.lease = i.lease and t.is_claim
-    union all
-    select i.ord, i.action, t.* from inp i join {{qs}}.spent t on t.job_id = i.id and t.lease = i.lease and t.is_claim
-     where i.slot is null),
+    select i.ord, i.action, t.* from inp i cross join lateral (
+      select t.* from {{qs}}.spent t
+       where i.slot is not null and t.job_id = i.id and t.lease = i.lease and t.slot = i.slot and t.is_claim
+      union all
+      select t.* from {{qs}}.spent t
+       where i.slot is null and t.job_id = i.id and t.lease = i.lease and t.is_claim
+      limit 1) t),
   cl as (
     insert into {{qs}}.closed (slot, job_id, lease, outcome)
     select a.slot, a.job_id, a.lease, a.action from att a
     on conflict do nothing
     returning slot, job_id, lease)
+  -- What the closures took, read back by index from cl (never cl joined to att).
   select jsonb_agg(jsonb_build_object(
-           'ord', a.ord, 'job_id', a.job_id, 'lease', a.lease, 'source', 'ring', 'queue', r.queue,
+           'ord', (v_ord ->> (a.job_id || ':' || a.lease))::integer, 'job_id', a.job_id, 'lease', a.lease, 'source', 'ring',
+           'queue', r.queue,
            'priority', r.priority, 'kind', r.kind, 'args', r.args, 'attempt', r.attempt + 1,
            'max_attempts', r.max_attempts, 'run_at', r.run_at, 'created_at', r.created_at, 'errors', r.errors,
            'tags', r.tags, 'metadata', r.metadata, 'unique_key', r.unique_key, 'trace_context', r.trace_context,
@@ -1090,16 +1158,21 @@ begin
            'effective_max_attempts', a.effective_max_attempts, 'retry_delay_ms', a.retry_delay_ms))
     into v_ring
     from cl
-    join att a on a.slot = cl.slot and a.job_id = cl.job_id and a.lease = cl.lease
-    join {{qs}}.ready r on r.queue = a.queue and r.priority = a.priority and r.shard = a.shard and r.seq = a.seq
-                       and r.slot = a.slot
-    left join {{qs}}.starts st on st.job_id = a.job_id and st.lease = a.lease and st.slot = a.slot;
+    cross join lateral (select t.* from {{qs}}.spent t
+                         where t.job_id = cl.job_id and t.lease = cl.lease and t.slot = cl.slot and t.is_claim
+                         limit 1) a
+    cross join lateral (select r.* from {{qs}}.ready r
+                         where r.queue = a.queue and r.priority = a.priority and r.shard = a.shard
+                           and r.seq = a.seq and r.slot = a.slot limit 1) r
+    left join lateral (select st.at from {{qs}}.starts st
+                        where st.job_id = a.job_id and st.lease = a.lease and st.slot = a.slot limit 1) st on true;
   v_ring := coalesce(v_ring, '[]');
   if jsonb_array_length(v_ring) < jsonb_array_length(p_items) then
     -- Attempts moved out of the ring. A new statement: it sees parks committed while the first one waited.
-    with inp as (
-      select * from jsonb_to_recordset(p_items) as i(ord integer, id bigint, lease integer)
-       where not exists (select 1 from jsonb_array_elements(v_ring) x where (x ->> 'ord')::integer = i.ord)),
+    with got as (select jsonb_object_agg(x ->> 'ord', true) as o from jsonb_array_elements(v_ring) x),
+    inp as (
+      select i.* from jsonb_to_recordset(p_items) as i(ord integer, id bigint, lease integer), got
+       where not coalesce(got.o ? i.ord::text, false)),
     del as (
       delete from {{qs}}.parked p using inp i where p.job_id = i.id and p.lease = i.lease
       returning i.ord, p.*)
@@ -1218,53 +1291,38 @@ begin
   end if;
 end $$;
 
--- Completions, the hot path: items {id, lease, result, slot, queue, priority, shard, seq} (the claim's
--- locator) in one statement; the rest (no locator, or moved out of the ring) through close_attempts.
--- p_keep false: no history row (retention of completed jobs 0). Returns the ids completed.
+-- Completions, the hot path: items {id, lease, result, slot[, unique_key]} (the claim's slot, and the
+-- job's unique key when it has one) in one statement. The closure keeps the result and the job stays in
+-- the ring until the leader archives its slot into history (archive_slot): per job one closure row and
+-- nothing else. p_keep false: no history (retention of completed jobs 0). The rest (no slot, or moved out
+-- of the ring) goes through close_attempts. Returns the ids completed.
 create function {{qs}}.complete(p_items jsonb, p_keep boolean) returns setof bigint
 language plpgsql set search_path from current as $$
 declare
   v_done bigint[];
   v_rest jsonb;
+  -- {"job id:lease": unique key} of the jobs that hold one
+  v_keys jsonb := (select jsonb_object_agg((x ->> 'id') || ':' || (x ->> 'lease'), x -> 'unique_key')
+                     from jsonb_array_elements(p_items) x where x ->> 'unique_key' is not null);
 begin
-  with inp as (
-    select * from jsonb_to_recordset(p_items) as i(id bigint, lease integer, result jsonb, slot smallint,
-      queue text, priority smallint, shard smallint, seq bigint)
-     where i.slot is not null),
-  att as (
-    select i.result, t.slot, t.queue, t.priority, t.shard, t.seq, t.job_id, t.lease, t.worker, t.at, t.prefetched,
-           t.effective_max_attempts
-      from inp i join {{qs}}.spent t
-        on t.queue = i.queue and t.priority = i.priority and t.shard = i.shard and t.seq = i.seq and t.slot = i.slot
-     where t.job_id = i.id and t.lease = i.lease and t.is_claim),
-  cl as (
-    insert into {{qs}}.closed (slot, job_id, lease, outcome)
-    select a.slot, a.job_id, a.lease, 'complete' from att a
+  -- Plan shapes as in claim: an index probe per item, no CTE joined to another.
+  with cl as (
+    insert into {{qs}}.closed (slot, job_id, lease, outcome, result)
+    select t.slot, t.job_id, t.lease, case when p_keep then 'done' else 'dropped' end,
+           case when p_keep then coalesce(i.result, 'null') end
+      from jsonb_to_recordset(p_items) as i(id bigint, lease integer, slot smallint, result jsonb)
+      cross join lateral (
+        select t.slot, t.job_id, t.lease from {{qs}}.spent t
+         where t.job_id = i.id and t.lease = i.lease and t.slot = i.slot and t.is_claim limit 1) t
+     where i.slot is not null
     on conflict do nothing
-    returning slot, job_id, lease),
-  b as (
-    select a.*, r.kind, r.args, r.attempt + 1 as attempt, r.max_attempts, r.run_at, r.created_at, r.errors, r.tags,
-           r.metadata, r.unique_key, r.trace_context
-      from cl join att a on a.slot = cl.slot and a.job_id = cl.job_id and a.lease = cl.lease
-      join {{qs}}.ready r on r.queue = a.queue and r.priority = a.priority and r.shard = a.shard and r.seq = a.seq
-                         and r.slot = a.slot),
-  h as (
-    insert into {{qs}}.history (class, finalized_at, job_id, lease, state, queue, priority, kind, args, attempt,
-                                max_attempts, effective_max_attempts, run_at, created_at, attempted_at,
-                                attempted_by, errors, tags, metadata, result, unique_key, trace_context)
-    select 'completed', now(), b.job_id, b.lease, 'completed', b.queue, b.priority, b.kind, b.args, b.attempt,
-           b.max_attempts, b.effective_max_attempts, b.run_at, b.created_at,
-           case when b.prefetched then (select s.at from {{qs}}.starts s
-                                         where s.job_id = b.job_id and s.lease = b.lease and s.slot = b.slot)
-                else b.at end,
-           b.worker, b.errors, b.tags, b.metadata, b.result, b.unique_key, b.trace_context
-      from b where p_keep
-    returning job_id),
+    returning job_id, lease),
   uk as (
-    delete from {{qs}}.unique_keys k using b where k.unique_key = b.unique_key and k.job_id = b.job_id
+    delete from {{qs}}.unique_keys k using cl
+     where v_keys is not null and v_keys ? (cl.job_id || ':' || cl.lease)
+       and k.unique_key = v_keys ->> (cl.job_id || ':' || cl.lease) and k.job_id = cl.job_id
     returning k.job_id)
-  select array_agg(b.job_id) into v_done
-    from b where (select count(*) from h) >= 0 and (select count(*) from uk) >= 0;
+  select array_agg(cl.job_id) into v_done from cl where (select count(*) from uk) >= 0;
   v_done := coalesce(v_done, '{}');
   return query select unnest(v_done);
   if cardinality(v_done) < jsonb_array_length(p_items) then
@@ -1274,6 +1332,49 @@ begin
      where not ((x ->> 'id')::bigint = any(v_done));
     return query select c.job_id from {{qs}}.close_attempts(v_rest) c;
   end if;
+end $$;
+
+-- Copies the completions kept in ring slot p_slot into history (finalized when their closure was
+-- written), once per life of the slot, and records that in slot_archives. Only a slot whose every row
+-- is consumed and every claim closed (nothing can add a completion to it any more). Returns how many
+-- jobs were archived, or null when the slot is not ready (current, pinned) or was archived already.
+-- p_check false: the caller (prune, under the slot's exclusive locks) has checked the slot itself.
+create function {{qs}}.archive_slot(p_slot smallint, p_check boolean default true) returns integer
+language plpgsql set search_path from current as $$
+declare
+  v_gen bigint := (select max(generation) from {{qs}}.ring_rotations where slot = p_slot);
+  v_pins record;
+  v integer;
+begin
+  if p_slot = {{qs}}.current_slot() then
+    return null;
+  end if;
+  perform pg_advisory_xact_lock(hashtextextended({{qs_name}} || ':archive:' || p_slot, 0));
+  if exists (select 1 from {{qs}}.slot_archives a where a.slot = p_slot and a.generation = v_gen) then
+    return null;
+  end if;
+  if p_check then
+    v_pins := {{qs}}.slot_pins(p_slot);
+    if v_pins.open_claims > 0 or v_pins.unclaimed > 0 then
+      return null;
+    end if;
+  end if;
+  insert into {{qs}}.history (class, finalized_at, job_id, lease, state, queue, priority, kind, args, attempt,
+                              max_attempts, effective_max_attempts, run_at, created_at, attempted_at,
+                              attempted_by, errors, tags, metadata, result, unique_key, trace_context)
+  select 'completed', c.at, c.job_id, c.lease, 'completed', r.queue, r.priority, r.kind, r.args, r.attempt + 1,
+         r.max_attempts, t.effective_max_attempts, r.run_at, r.created_at,
+         coalesce(st.at, case when not t.prefetched then t.at end), t.worker, r.errors, r.tags, r.metadata,
+         c.result, r.unique_key, r.trace_context
+    from {{qs}}.closed c
+    join {{qs}}.spent t on t.job_id = c.job_id and t.lease = c.lease and t.slot = c.slot and t.is_claim
+    join {{qs}}.ready r on r.queue = t.queue and r.priority = t.priority and r.shard = t.shard and r.seq = t.seq
+                       and r.slot = t.slot
+    left join {{qs}}.starts st on st.job_id = t.job_id and st.lease = t.lease and st.slot = t.slot
+   where c.slot = p_slot and t.slot = p_slot and r.slot = p_slot and c.outcome = 'done';
+  get diagnostics v = row_count;
+  insert into {{qs}}.slot_archives (slot, generation) values (p_slot, v_gen);
+  return v;
 end $$;
 
 -- Whether the attempt (job, lease) is open: 'ring' (an open claim in the ring), 'running' or
@@ -1313,12 +1414,13 @@ begin
     select * from jsonb_to_recordset(v_items) as i(id bigint, lease integer, slot smallint, queue text,
       priority smallint, shard smallint, seq bigint)),
   att as (
-    select t.* from inp i join {{qs}}.spent t
-      on t.queue = i.queue and t.priority = i.priority and t.shard = i.shard and t.seq = i.seq and t.slot = i.slot
-     where i.slot is not null and t.job_id = i.id and t.lease = i.lease and t.is_claim
-    union all
-    select t.* from inp i join {{qs}}.spent t on t.job_id = i.id and t.lease = i.lease and t.is_claim
-     where i.slot is null),
+    select t.* from inp i cross join lateral (
+      select t.* from {{qs}}.spent t
+       where i.slot is not null and t.job_id = i.id and t.lease = i.lease and t.slot = i.slot and t.is_claim
+      union all
+      select t.* from {{qs}}.spent t
+       where i.slot is null and t.job_id = i.id and t.lease = i.lease and t.is_claim
+      limit 1) t),
   cl as (
     insert into {{qs}}.closed (slot, job_id, lease, outcome)
     select a.slot, a.job_id, a.lease, 'park' from att a
@@ -1332,10 +1434,15 @@ begin
            r.max_attempts, r.run_at, r.created_at, r.errors, r.tags, r.metadata, r.unique_key, r.trace_context,
            coalesce(st.at, case when not a.prefetched then a.at end), a.worker, a.deadline_at, a.prefetched,
            a.effective_max_attempts, a.retry_delay_ms
-      from cl join att a on a.slot = cl.slot and a.job_id = cl.job_id and a.lease = cl.lease
-      join {{qs}}.ready r on r.queue = a.queue and r.priority = a.priority and r.shard = a.shard and r.seq = a.seq
-                         and r.slot = a.slot
-      left join {{qs}}.starts st on st.job_id = a.job_id and st.lease = a.lease and st.slot = a.slot
+      from cl
+      cross join lateral (select t.* from {{qs}}.spent t
+                           where t.job_id = cl.job_id and t.lease = cl.lease and t.slot = cl.slot and t.is_claim
+                           limit 1) a
+      cross join lateral (select r.* from {{qs}}.ready r
+                           where r.queue = a.queue and r.priority = a.priority and r.shard = a.shard
+                             and r.seq = a.seq and r.slot = a.slot limit 1) r
+      left join lateral (select st.at from {{qs}}.starts st
+                          where st.job_id = a.job_id and st.lease = a.lease and st.slot = a.slot limit 1) st on true
     returning job_id)
   select array_agg(job_id) into v_done from ins;
   v_done := coalesce(v_done, '{}');
@@ -1504,6 +1611,9 @@ begin
       uk as (delete from {{qs}}.unique_keys k using h where k.unique_key = h.unique_key and k.job_id = h.job_id)
       select count(*) > 0 into v_done from h;
     elsif v_job ->> 'state' = 'available' then
+      -- Under the queue's claim lock (claims insert their spent rows without conflict handling); the next
+      -- statement sees a claim that committed while this one waited, and then inserts nothing.
+      perform pg_advisory_xact_lock({{qs}}.claim_lock_key(v_job ->> 'queue'));
       with r as (
         select r.* from {{qs}}.ready r
          where r.job_id = p_id and r.lease = (v_job ->> 'lease')::integer
@@ -1561,10 +1671,10 @@ begin
   v_shard := {{qs}}.lock_lane(v_job ->> 'queue', (v_job ->> 'priority')::smallint);
   insert into {{qs}}.ready (slot, queue, priority, shard, seq, job_id, kind, args, attempt, max_attempts, lease, run_at,
                             created_at, errors, tags, metadata, unique_key, trace_context, attempted_at, attempted_by)
-  select {{qs}}.current_slot(), h.queue, h.priority, v_shard, nextval('{{qs}}.ready_seq'), h.job_id, h.kind, h.args, 0,
+  select {{qs}}.current_slot(), h.queue, h.priority, v_shard, nextval('{{qs}}.ready_seq'), h.id, h.kind, h.args, 0,
          h.max_attempts, h.lease + 1, now(), h.created_at, h.errors, h.tags, h.metadata, h.unique_key,
          h.trace_context, h.attempted_at, h.attempted_by
-    from {{qs}}.history h where h.job_id = p_id order by h.lease desc limit 1;
+    from {{qs}}.jobs_finished h where h.id = p_id order by h.lease desc limit 1;
   perform pg_notify(current_schema() || '_jobs', v_job ->> 'queue');
   return {{qs}}.get_job(p_id);
 end $$;
@@ -1776,10 +1886,15 @@ begin
            r.created_at, r.errors, r.tags, r.metadata, r.unique_key, r.trace_context,
            coalesce(st.at, case when not a.prefetched then a.at end), a.worker, a.deadline_at, a.prefetched,
            a.effective_max_attempts, a.retry_delay_ms
-      from cl join att a on a.slot = cl.slot and a.job_id = cl.job_id and a.lease = cl.lease
-      join {{qs}}.ready r on r.queue = a.queue and r.priority = a.priority and r.shard = a.shard and r.seq = a.seq
-                         and r.slot = a.slot
-      left join {{qs}}.starts st on st.job_id = a.job_id and st.lease = a.lease and st.slot = a.slot
+      from cl
+      cross join lateral (select t.* from {{qs}}.spent t
+                           where t.job_id = cl.job_id and t.lease = cl.lease and t.slot = cl.slot and t.is_claim
+                           limit 1) a
+      cross join lateral (select r.* from {{qs}}.ready r
+                           where r.queue = a.queue and r.priority = a.priority and r.shard = a.shard
+                             and r.seq = a.seq and r.slot = a.slot limit 1) r
+      left join lateral (select st.at from {{qs}}.starts st
+                          where st.job_id = a.job_id and st.lease = a.lease and st.slot = a.slot limit 1) st on true
     returning 1)
   select count(*) into v from ins;
   return v;
@@ -1870,6 +1985,8 @@ begin
        and not exists (select 1 from {{qs}}.spent t where t.queue = r.queue and t.priority = r.priority
                          and t.shard = r.shard and t.seq = r.seq and t.slot = r.slot);
   end if;
+  -- Completions kept in the slot go to history first, unless the leader archived them already.
+  perform {{qs}}.archive_slot(p_slot, false);
   execute 'truncate ' || v_parts;
   return 'pruned';
 end $$;
@@ -2052,13 +2169,19 @@ $$;
 create function {{qs}}.throughput(p_minutes integer) returns table (minute timestamptz, completed bigint, failed bigint)
 language sql stable set search_path from current as $$
   with bounds as (select date_trunc('minute', now()) - (p_minutes - 1) * interval '1 minute' as since),
-       done as (
-         select date_trunc('minute', h.finalized_at) as minute,
-                count(*) filter (where h.state = 'completed') as completed,
-                count(*) filter (where h.state = 'failed') as failed
-           from {{qs}}.history h, bounds
+       fin as (
+         select h.finalized_at as at, h.state from {{qs}}.history h, bounds
           where h.finalized_at >= bounds.since and h.state in ('completed', 'failed')
-          group by 1)
+            -- an archived completion still in the ring counts once, below
+            and not exists (select 1 from {{qs}}.closed c
+                              where c.job_id = h.job_id and c.lease = h.lease and c.outcome = 'done')
+         union all
+         select c.at, 'completed' from {{qs}}.closed c, bounds where c.outcome = 'done' and c.at >= bounds.since),
+       done as (
+         select date_trunc('minute', f.at) as minute,
+                count(*) filter (where f.state = 'completed') as completed,
+                count(*) filter (where f.state = 'failed') as failed
+           from fin f group by 1)
   select m.minute, coalesce(d.completed, 0), coalesce(d.failed, 0)
     from bounds
          cross join generate_series(bounds.since, date_trunc('minute', now()), interval '1 minute') as m(minute)

@@ -8,7 +8,9 @@ await admin.unsafe("drop database if exists bench_probe_drain");
 await admin.unsafe("create database bench_probe_drain");
 const url = "postgres://postgres@127.0.0.1:5432/bench_probe_drain";
 const client = createClient({ databaseUrl: url, maxConnections: C > 10 ? 20 : 10 });
-await client.migrate();
+await client.migrate({
+  engine: (Deno.env.get("ENGINE") ?? "queue_storage") as "canonical" | "queue_storage",
+});
 if (Deno.env.get("SQLFILL")) {
   const s2 = postgres(url, { max: 1 });
   await s2.unsafe(`insert into svc.jobs (kind) select 'noop' from generate_series(1, ${N})`);

@@ -4,7 +4,7 @@
  *
  * Migration files are templates: `{{qs}}` (the queue-storage schema as a quoted identifier),
  * `{{qs_name}}` (the same as a string literal), `{{slots}}`, `{{rotation_ms}}` and `{{shards}}` (its
- * sizing) are replaced before a file runs. The values are the ones recorded in the storage state when
+ * sizing), and the `{{#each_shard}}` block (see `renderMigration`) are replaced before a file runs. The values are the ones recorded in the storage state when
  * the queue-storage objects were installed, or the options of the first migration that installs them
  * (docs/reference/storage.md).
  */
@@ -101,9 +101,26 @@ export function validateMigrateOptions(o: MigrateOptions): void {
   checkInt("qsShards", o.qsShards, 1, 64);
 }
 
-/** Renders the template parameters of a migration file. */
+/**
+ * Renders the template parameters of a migration file. A block `{{#each_shard}}...{{/each_shard}}` is
+ * repeated once per lane shard, `{{shard}}` inside it numbering them, the copies joined by `union all`
+ * (a statement over every shard of a lane that the planner can merge in order). `{{slot_params v}}`
+ * lists the elements of the array variable `v`, one per ring slot, for `slot in (...)`: the form a
+ * generic plan prunes partitions by before it starts (an `= any(v)` is not pruned).
+ */
 export function renderMigration(text: string, p: QsParams): string {
   return text
+    .replace(
+      /\{\{#each_shard\}\}([\s\S]*?)\{\{\/each_shard\}\}/g,
+      (_m, body: string) =>
+        Array.from({ length: p.shards }, (_, i) => body.replaceAll("{{shard}}", String(i))).join(
+          "\n      union all\n",
+        ),
+    )
+    .replace(
+      /\{\{slot_params ([a-z_]+)\}\}/g,
+      (_m, v: string) => Array.from({ length: p.slots }, (_, i) => `(${v})[${i + 1}]`).join(", "),
+    )
     .replaceAll("{{qs}}", `"${p.schema}"`)
     .replaceAll("{{qs_name}}", `'${p.schema}'`)
     .replaceAll("{{slots}}", String(p.slots))

@@ -176,6 +176,8 @@ export interface RingReport {
   pruned: Record<string, string>;
   /** Attempts moved out of the ring because they ran for long. */
   moved: number;
+  /** Completions copied from reclaimable slots into history. */
+  archived?: number;
   /** While mixed: canonical jobs moved to queue storage. */
   adopted?: number;
 }

@@ -137,7 +137,8 @@ export async function backdateFinished(client: Client, id: number, interval: str
   await client.sql.unsafe(
     TEST_ENGINE === "canonical"
       ? `update ${client.names.q}.jobs set finalized_at = now() - $2::interval where id = $1`
-      : `update "${client.schema}_qs".history set finalized_at = now() - $2::interval where job_id = $1`,
+      : `with h as (update "${client.schema}_qs".history set finalized_at = now() - $2::interval where job_id = $1)
+         update "${client.schema}_qs".closed set at = now() - $2::interval where job_id = $1 and outcome = 'done'`,
     [id, interval],
   );
 }

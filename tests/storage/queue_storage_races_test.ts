@@ -412,3 +412,75 @@ engineTest(
       assert.equal((await client.getJob(long.id))!.state, "completed");
     }),
 );
+
+engineTest(
+  "queue_storage",
+  "a completion stays in the ring until its slot is archived and reclaimed: shown once, with its result, at every stage",
+  () =>
+    withSchema(async (client, schema, sql) => {
+      const jobs = await client.enqueueMany([
+        ...Array.from({ length: 4 }, (_, i) => ({ kind: "k", args: { i } })),
+        { kind: "k", args: { u: 1 }, unique: {} },
+      ]);
+      const s0 = await currentSlot(sql, schema);
+      await rotate(sql, schema);
+      assert.equal((await runAll(client)).length, 5);
+      // The unique key is released by the completion itself: the same unique job can be enqueued again.
+      const again = await client.enqueue("k", { u: 1 }, { unique: {} });
+      assert.notEqual(again.id, jobs[4].id);
+      await client.cancel(again.id);
+      const [hist0] = await sql.unsafe(
+        `select count(*) as n from ${qs(schema)}.history where state = 'completed'`,
+      );
+      assert.equal(Number(hist0.n), 0, "nothing copied to history yet");
+      const check = async (stage: string) => {
+        for (const j of jobs) {
+          const got = (await client.getJob(j.id))!;
+          assert.equal(got.state, "completed", `${stage}: job ${j.id}`);
+          assert.equal(got.result, j.id, `${stage}: result of ${j.id}`);
+          assert.ok(got.finalizedAt, `${stage}: finalized_at`);
+        }
+        const page = await client.listJobs({ state: "completed", limit: 100 });
+        assert.deepEqual(page.jobs.map((j) => j.id).sort((a, b) => a - b), jobs.map((j) => j.id), stage);
+        const [t] = await sql.unsafe(`select sum(completed) as n from ${qs(schema)}.throughput(5)`);
+        assert.equal(Number(t.n), 5, `${stage}: throughput counts each completion once`);
+      };
+      await check("in the ring");
+      const [a1] = await sql.unsafe(`select ${qs(schema)}.archive_slot($1) as n`, [s0]);
+      assert.equal(Number(a1.n), 5, "archived");
+      const [a2] = await sql.unsafe(`select ${qs(schema)}.archive_slot($1) as n`, [s0]);
+      assert.equal(a2.n, null, "archived once per life of the slot");
+      await check("archived, still in the ring");
+      assert.equal(await prune(sql, schema, s0), "pruned");
+      assert.equal(await slotRows(sql, schema, s0), 0);
+      await check("reclaimed");
+      // A retried completed job runs again and ends with one visible row.
+      await client.retry(jobs[0].id);
+      assert.equal((await client.getJob(jobs[0].id))!.state, "available");
+      await runAll(client);
+      assert.equal((await client.getJob(jobs[0].id))!.attempt, 1);
+      assert.equal((await client.listJobs({ state: "completed", limit: 100 })).jobs.length, 5);
+    }),
+);
+
+engineTest(
+  "queue_storage",
+  "retention 0: a completion leaves nothing behind, and its slot is reclaimed without archiving",
+  () =>
+    withSchema(async (client, schema, sql) => {
+      const jobs = await client.enqueueMany(Array.from({ length: 3 }, () => ({ kind: "k" })));
+      const s0 = await currentSlot(sql, schema);
+      await rotate(sql, schema);
+      for (;;) {
+        const got = await claim(client, "default", 100, "rt");
+        if (got.length === 0) break;
+        await client.engine.complete(got.map((j) => ({ id: j.id, lease: j.lease, result: 1 })), false);
+      }
+      for (const j of jobs) assert.equal(await client.getJob(j.id), null);
+      const [a] = await sql.unsafe(`select ${qs(schema)}.archive_slot($1) as n`, [s0]);
+      assert.equal(Number(a.n), 0);
+      assert.equal(await prune(sql, schema, s0), "pruned");
+      const [h] = await sql.unsafe(`select count(*) as n from ${qs(schema)}.history`);
+      assert.equal(Number(h.n), 0);
+    }),
+);

@@ -55,12 +55,13 @@ import { CronStore } from "../shared/cron.ts";
 import { Batcher } from "../../runtime/batcher.ts";
 
 /** Where a claimed attempt's ready row is. */
+/**
+ * Where this engine's claim put an attempt: its ring slot (lookups by job id are pruned to that slot), and
+ * the job's unique key, which its completion releases.
+ */
 interface Locator {
   slot: number;
-  queue: string;
-  priority: number;
-  shard: number;
-  seq: number;
+  unique_key?: string;
 }
 
 /** The sizing recorded at install. */
@@ -151,13 +152,10 @@ export class QueueStorageEngine implements StorageEngine {
     );
     return rows.map((r) => {
       const job = claimedJob(r);
-      this.locators.set(`${job.id}:${job.lease}`, {
-        slot: Number(r.slot),
-        queue: r.queue,
-        priority: Number(r.priority),
-        shard: Number(r.shard),
-        seq: Number(r.seq),
-      });
+      this.locators.set(
+        `${job.id}:${job.lease}`,
+        r.unique_key === null ? { slot: Number(r.slot) } : { slot: Number(r.slot), unique_key: r.unique_key },
+      );
       return job;
     });
   }
@@ -165,7 +163,7 @@ export class QueueStorageEngine implements StorageEngine {
   async recordStarts(items: AttemptRef[]): Promise<number[]> {
     if (items.length === 0) return [];
     const rows = await this.db.query(`select ${this.q}.record_starts($1::text::jsonb) as id`, [
-      JSON.stringify(items.map((i) => ({ id: i.id, lease: i.lease }))),
+      JSON.stringify(items.map((i) => this.ref(i))),
     ]);
     return rows.map((r) => Number(r.id));
   }
@@ -445,6 +443,10 @@ export class QueueStorageEngine implements StorageEngine {
       report.moved += Number(
         (await this.db.query(`select ${this.q}.move_long_attempts($1, $2) as n`, [slot, parkAfterMs]))[0].n,
       );
+      // Completions kept in the slot go to history in their own transaction, without the slot's
+      // exclusive locks, so that the prune below only truncates.
+      const [a] = await this.db.query(`select ${this.q}.archive_slot($1) as n`, [slot]);
+      if (a.n !== null) report.archived = (report.archived ?? 0) + Number(a.n);
       const [p] = await this.db.query(`select ${this.q}.prune($1, $2, $3) as outcome`, [
         slot,
         PRUNE_LOCK_WAIT_MS,
