@@ -33,6 +33,23 @@ export function textProblem(s: string): string | null {
   return null;
 }
 
+/**
+ * `s` as text PostgreSQL can always store: NUL and lone surrogates replaced by U+FFFD, and cut to `max`
+ * UTF-16 units with a note of how much was left out. For text svc writes on its own behalf (a handler's
+ * error message), where refusing is not an option.
+ */
+export function storableText(s: string, max = 65_536): string {
+  let out = s.length > max ? s.slice(0, max) : s;
+  if (textProblem(out)) {
+    // deno-lint-ignore no-control-regex
+    out = out.replace(/\u0000/g, "\ufffd").replace(
+      /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g,
+      "\ufffd",
+    );
+  }
+  return s.length > max ? `${out}… (${s.length - max} more characters)` : out;
+}
+
 /** Returns `s`, or throws a ValidationError naming `what` when it cannot be stored. */
 export function checkText(what: string, s: string): string {
   const p = textProblem(s);

@@ -60,6 +60,22 @@ export interface AttemptRef {
 /** The handler of an attempt returned; `result` is stored. */
 export interface Completion extends AttemptRef {
   result: unknown;
+  /**
+   * `result` already serialized and checked storable (`checkJsonValue`), so that a batch is built by
+   * concatenation; absent: the engine serializes `result`.
+   */
+  resultJson?: string;
+}
+
+/** `{"id":..,"lease":..,<extra fields>,"result":..}` for each completion, as one JSON array text. */
+export function completionsJson(items: Completion[], extra?: (c: Completion) => string): string {
+  let out = "[";
+  for (let i = 0; i < items.length; i++) {
+    const c = items[i];
+    const result = c.resultJson ?? (c.result === undefined ? "null" : JSON.stringify(c.result) ?? "null");
+    out += `${i ? "," : ""}{"id":${c.id},"lease":${c.lease}${extra ? extra(c) : ""},"result":${result}}`;
+  }
+  return out + "]";
 }
 
 /** An attempt to park in `waiting_external` until its callback is resolved. */

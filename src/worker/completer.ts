@@ -3,11 +3,15 @@
  * completer writes what has queued within a macrotask in one statement, and while that statement is
  * in flight the next batch queues up. Claims and completions thus run concurrently on two
  * connections instead of taking turns (ADR 008).
+ *
+ * A batch that fails is retried through an outage for the retry budget (`outcome_retry.ts`). A batch
+ * that fails with a data error is split in halves until the item PostgreSQL refuses is alone; that
+ * attempt fails for good with `result cannot be stored` and its neighbours complete.
  */
 import type { Completion, StorageEngine } from "../storage/engine.ts";
 import type { Logger } from "../types.ts";
-import { sleep } from "./wakeup.ts";
 import { Batcher } from "../runtime/batcher.ts";
+import { isDataError, retryWithin } from "./outcome_retry.ts";
 
 /**
  * How long a completion waits for others to share its statement. Without it, at `maxWorkers: 10` every
@@ -16,25 +20,34 @@ import { Batcher } from "../runtime/batcher.ts";
  */
 export const COMPLETION_LINGER_MS = 1;
 
+/** Options of the completer. */
+export interface CompleterOptions {
+  /** Delete completed rows instead of keeping them (`retention.completed === 0`). */
+  deleteRows: boolean;
+  /** How long a failing write is retried (ms). */
+  retryBudgetMs: number;
+  /** Fails an attempt whose result PostgreSQL refused (terminally, with `reason`). */
+  unstorable: (item: Completion, reason: string) => Promise<void>;
+  maxBatch?: number;
+  /** A batch waits this long for more completions (group commit), unless it is full. */
+  lingerMs?: number;
+}
+
 export class Completer {
   private readonly batcher: Batcher<Completion, boolean>;
 
   constructor(
     private readonly engine: StorageEngine,
-    /** Delete completed rows instead of keeping them (`retention.completed === 0`). */
-    readonly deleteRows: boolean,
     private readonly logger: Logger,
-    maxBatch = 1000,
-    /** A batch waits this long for more completions (group commit), unless it is full. */
-    lingerMs = COMPLETION_LINGER_MS,
+    private readonly o: CompleterOptions,
   ) {
     this.batcher = new Batcher(
       async (items) => {
         const done = new Set(await this.write(items));
         return items.map((c) => done.has(c.id));
       },
-      maxBatch,
-      lingerMs,
+      o.maxBatch ?? 1000,
+      o.lingerMs ?? COMPLETION_LINGER_MS,
     );
   }
 
@@ -49,17 +62,29 @@ export class Completer {
   }
 
   private async write(items: Completion[]): Promise<number[]> {
-    for (let attempt = 1;; attempt++) {
-      try {
-        return await this.engine.complete(items, !this.deleteRows);
-      } catch (e) {
-        if (attempt >= 5) {
-          // The jobs stay `running`; the leader rescues them once their heartbeat is stale (at-least-once).
-          this.logger.error(`svc: could not record ${items.length} completions: ${(e as Error).message}`);
-          return [];
-        }
-        await sleep(100 * 2 ** attempt);
+    try {
+      return await retryWithin(
+        () => this.engine.complete(items, !this.o.deleteRows),
+        this.o.retryBudgetMs,
+        this.logger,
+        `recording ${items.length} completion${items.length === 1 ? "" : "s"}`,
+      );
+    } catch (e) {
+      if (!isDataError(e)) {
+        // The jobs stay `running`; the leader rescues them once their runtime stops heartbeating, or
+        // their deadline passes (at-least-once).
+        this.logger.error(`svc: could not record ${items.length} completions: ${(e as Error).message}`);
+        return [];
       }
+      if (items.length === 1) {
+        await this.o.unstorable(items[0], (e as Error).message).catch((err) =>
+          this.logger.error(`svc: could not fail job ${items[0].id}: ${(err as Error).message}`)
+        );
+        return [];
+      }
+      const half = Math.ceil(items.length / 2);
+      const [a, b] = await Promise.all([this.write(items.slice(0, half)), this.write(items.slice(half))]);
+      return [...a, ...b];
     }
   }
 }

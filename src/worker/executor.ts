@@ -10,6 +10,8 @@ import type { CallbackWaiters } from "./callback_waiters.ts";
 import { type AbortReason, createJobContext } from "./job_context.ts";
 import { type KindRunner, PARKED } from "./handlers.ts";
 import { emit, type WorkerEvents } from "./events.ts";
+import { checkJsonValue, storableText } from "../validation.ts";
+import { retryWithin } from "./outcome_retry.ts";
 
 /** Shared by every dispatcher of a worker. */
 export interface ExecutorDeps {
@@ -20,6 +22,8 @@ export interface ExecutorDeps {
   logger: Logger;
   on: WorkerEvents;
   pollInterval: number;
+  /** How long a failing outcome write is retried (ms): `outcome_retry.ts`. */
+  outcomeRetryMs: number;
 }
 
 /** An attempt in flight. */
@@ -97,12 +101,31 @@ async function record(
     const v = outcome.value;
     if (v === PARKED) return;
     if (isSnooze(v)) {
-      if (await engine.snooze(job.id, job.lease, v.snoozeMs)) emit(on, logger, "snoozed", job, v.snoozeMs);
+      const snoozed = await retryWithin(
+        () => engine.snooze(job.id, job.lease, v.snoozeMs),
+        d.outcomeRetryMs,
+        logger,
+        `snoozing job ${job.id}`,
+      );
+      if (snoozed) emit(on, logger, "snoozed", job, v.snoozeMs);
       return;
+    }
+    // A result PostgreSQL cannot store fails this attempt for good, before it reaches a batch.
+    let resultJson: string;
+    try {
+      resultJson = checkJsonValue("result", v === undefined ? null : v);
+    } catch (e) {
+      const why = (e as Error).message.replace(/^result:? /, "");
+      return await fail(job, `result cannot be stored: ${why}`, true, undefined, d, e);
     }
     // The slot is freed now; the completion is written with the next batch (the completer's own
     // statement, beside the next claim). Shutdown drains the completer, so nothing is lost.
-    const written = d.completer.add({ id: job.id, lease: job.lease, result: v === undefined ? null : v });
+    const written = d.completer.add({
+      id: job.id,
+      lease: job.lease,
+      result: v === undefined ? null : v,
+      resultJson,
+    });
     if (on.completed) {
       written.then((ok) => {
         if (ok) emit(on, logger, "completed", { ...job, state: "completed", result: v ?? null });
@@ -125,7 +148,7 @@ function retryDelayOf(e: unknown): number | undefined {
  * the attempt at claim (the kind's max attempts and backoff), the same for every path that fails an
  * attempt; only a delay of the failure's own (an HTTP Retry-After, or 0 for shutdown) overrides it.
  */
-async function fail(
+export async function fail(
   job: Job,
   error: string,
   terminal: boolean,
@@ -133,7 +156,19 @@ async function fail(
   d: ExecutorDeps,
   cause: unknown = new Error(error),
 ): Promise<void> {
-  const after = await d.engine.fail({ id: job.id, lease: job.lease, error, terminal, retryDelayMs: delayMs });
+  const failure = {
+    id: job.id,
+    lease: job.lease,
+    error: storableText(error),
+    terminal,
+    retryDelayMs: delayMs,
+  };
+  const after = await retryWithin(
+    () => d.engine.fail(failure),
+    d.outcomeRetryMs,
+    d.logger,
+    `failing job ${job.id}`,
+  );
   if (!after) return;
   if (after.state === "failed") emit(d.on, d.logger, "failed", after, cause);
   else emit(d.on, d.logger, "retried", after, cause);

@@ -15,6 +15,8 @@ import type { StorageEngine } from "../storage/engine.ts";
 import type { Job, Logger } from "../types.ts";
 import { defaultBackoff, type KindRunner, PARKED } from "./handlers.ts";
 import type { JobContext } from "./job_context.ts";
+import { retryWithin } from "./outcome_retry.ts";
+import { silentLogger } from "./logger.ts";
 
 /** How one job kind is pushed to a function endpoint (contract 2.3; the key in `httpWorkers` is the kind). */
 export interface HttpWorkerConfig {
@@ -50,6 +52,8 @@ export interface HttpRunnerDeps {
   fetch?: typeof fetch;
   /** Told of every park written in the background, so that shutdown can wait for them. */
   onParking?: (parking: Promise<void>) => void;
+  /** How long a failing park is retried (ms, default 0: once). */
+  outcomeRetryMs?: number;
 }
 
 /** The function request body (contract 2.1 plus `fail_url` and `heartbeat_url`). */
@@ -220,7 +224,12 @@ export function createHttpRunner(kind: string, config: HttpWorkerConfig, deps: H
       // completion is (parks that happen together share one statement). It parks unless the function
       // already called back (or the job changed). A park that never lands leaves the attempt `running`
       // without heartbeats, so the leader rescues and retries it.
-      const parking = deps.engine.park(job.id, job.lease, callbackId).then(
+      const parking = retryWithin(
+        () => deps.engine.park(job.id, job.lease, callbackId),
+        deps.outcomeRetryMs ?? 0,
+        logger ?? silentLogger,
+        `parking job ${job.id}`,
+      ).then(
         (parked) => {
           if (!parked) {
             logger?.debug(

@@ -8,15 +8,16 @@ import { type Client, createClient } from "../client/client.ts";
 import { EXPECTED_SCHEMA_VERSION, readSchemaVersion } from "../db/schema_version.ts";
 import { SchemaOutdatedError, ValidationError } from "../errors.ts";
 import { env, hostname, pid } from "../runtime/runtime.ts";
-import type { Logger, ReadinessReport } from "../types.ts";
+import type { Job, Logger, ReadinessReport } from "../types.ts";
 import type { KindPolicy, Retention } from "../storage/engine.ts";
 import { validateQueueName } from "../client/enqueue_input.ts";
 import { RoutedEngine } from "../storage/routed.ts";
 import { Dispatcher, type QueueConfig } from "./dispatcher.ts";
-import type { ExecutorDeps, InFlight } from "./executor.ts";
+import { type ExecutorDeps, fail, type InFlight } from "./executor.ts";
 import { defaultBackoff, type HandlerEntry, type KindRunner, toRunner } from "./handlers.ts";
 import { createHttpRunner, type HttpWorkerConfig, validateHttpWorkerConfig } from "./http_worker.ts";
 import { Completer } from "./completer.ts";
+import { outcomeRetryBudget } from "./outcome_retry.ts";
 import { CallbackWaiters } from "./callback_waiters.ts";
 import { HeartbeatLoop } from "./heartbeat.ts";
 import { LeaderElection } from "./leader.ts";
@@ -187,6 +188,7 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
       createHttpRunner(kind, cfg, {
         engine,
         logger,
+        outcomeRetryMs: outcomeRetryBudget(rescueAfter, heartbeatInterval),
         onParking: (p) => {
           parking.add(p);
           p.finally(() => parking.delete(p));
@@ -206,8 +208,25 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
 
   const inFlight = new Map<number, InFlight>();
   const waiters = new CallbackWaiters();
-  const completer = new Completer(engine, retention.completed === 0, logger);
-  const deps: ExecutorDeps = { engine, runners, completer, waiters, logger, on, pollInterval };
+  const outcomeRetryMs = outcomeRetryBudget(rescueAfter, heartbeatInterval);
+  // Completer and executor need each other: a result PostgreSQL refuses fails its attempt.
+  const completer: Completer = new Completer(engine, logger, {
+    deleteRows: retention.completed === 0,
+    retryBudgetMs: outcomeRetryMs,
+    // fail() reads only the id and the lease of the job; the event carries the job as it ends up.
+    unstorable: (c, reason) =>
+      fail({ id: c.id, lease: c.lease } as Job, `result cannot be stored: ${reason}`, true, undefined, deps),
+  });
+  const deps: ExecutorDeps = {
+    engine,
+    runners,
+    completer,
+    waiters,
+    logger,
+    on,
+    pollInterval,
+    outcomeRetryMs,
+  };
   const dispatchers = new Map<string, Dispatcher>();
   for (const [queue, cfg] of Object.entries(opts.queues)) {
     dispatchers.set(

@@ -1,7 +1,7 @@
 /** Completes many attempts in one statement, guarded by (id, run lease, running). */
 import type { Db } from "../../db/connection.ts";
 import type { SchemaNames } from "../../db/names.ts";
-import type { Completion } from "../engine.ts";
+import { type Completion, completionsJson } from "../engine.ts";
 
 /**
  * The completion statement over the JSON array in `$1` (`[{id, lease, result}]`) and the same ids as
@@ -22,13 +22,6 @@ export function completionSql(n: SchemaNames, deleteRows: boolean): string {
           set state = 'completed', result = u.result::jsonb, finalized_at = now(), heartbeat_at = null, deadline_at = null
          from ${input}
         where ${match} returning j.id`;
-}
-
-/** The JSON parameter of `completionSql`. */
-function completionsJson(items: Completion[]): string {
-  return JSON.stringify(
-    items.map((c) => ({ id: c.id, lease: c.lease, result: c.result === undefined ? null : c.result })),
-  );
 }
 
 export async function completeJobs(

@@ -15,26 +15,27 @@ import type { Db, Row } from "../../db/connection.ts";
 import type { QsNames, SchemaNames } from "../../db/names.ts";
 import type { Job, JobPage, JobState, ListJobsOptions, QueueInfo, RuntimeInfo } from "../../types.ts";
 import { JOB_STATES } from "../../types.ts";
-import type {
-  AttemptRef,
-  CallbackRecord,
-  CallbackResolution,
-  ClaimRequest,
-  Completion,
-  Failure,
-  JobFilter,
-  KindCounts,
-  MaintainedJob,
-  NewJob,
-  ParkRequest,
-  ResolveAction,
-  ResolveArgs,
-  Retention,
-  RingReport,
-  RuntimeReport,
-  StorageEngine,
-  StorageState,
-  ThroughputPoint,
+import {
+  type AttemptRef,
+  type CallbackRecord,
+  type CallbackResolution,
+  type ClaimRequest,
+  type Completion,
+  completionsJson,
+  type Failure,
+  type JobFilter,
+  type KindCounts,
+  type MaintainedJob,
+  type NewJob,
+  type ParkRequest,
+  type ResolveAction,
+  type ResolveArgs,
+  type Retention,
+  type RingReport,
+  type RuntimeReport,
+  type StorageEngine,
+  type StorageState,
+  type ThroughputPoint,
 } from "../engine.ts";
 import { enqueueJobs } from "../shared/enqueue.ts";
 import { policiesJson } from "../canonical/claim.ts";
@@ -186,9 +187,13 @@ export class QueueStorageEngine implements StorageEngine {
   async complete(items: Completion[], keep: boolean): Promise<number[]> {
     if (items.length === 0) return [];
     const rows = await this.db.query(`select ${this.q}.complete($1::text::jsonb, $2) as id`, [
-      JSON.stringify(
-        items.map((c) => ({ ...this.ref(c), result: c.result === undefined ? null : c.result })),
-      ),
+      completionsJson(items, (c) => {
+        const loc = this.locators.get(`${c.id}:${c.lease}`);
+        if (!loc) return "";
+        return loc.unique_key === undefined
+          ? `,"slot":${loc.slot}`
+          : `,"slot":${loc.slot},"unique_key":${JSON.stringify(loc.unique_key)}`;
+      }),
       keep,
     ]);
     items.forEach((c) => this.forget(c));
