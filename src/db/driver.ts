@@ -16,6 +16,22 @@ export interface LeaderLock {
   release(): Promise<void>;
   /** Forgets the connection behind the lock (after a failure; the lock goes with it). */
   drop(): void;
+  /**
+   * The leader's duties run through this `Db`: each statement (or `begin` block) in a transaction of its
+   * own on the lock's session, which first checks that this session still holds the lock and that
+   * `fence` (a statement returning one row with a true `ok`) holds; else it throws `NotLeaderError` and
+   * writes nothing. A challenger takes over only by ending that session, which also rolls back whatever
+   * the former leader had not committed, so a leader that was stopped and resumes changes nothing.
+   */
+  fencedDb(fence: () => { text: string; params: unknown[] }): Db;
+}
+
+/** A leader's duty ran after this process lost leadership; it wrote nothing. */
+export class NotLeaderError extends Error {
+  constructor(message = "this process no longer holds the leader lock") {
+    super(message);
+    this.name = "NotLeaderError";
+  }
 }
 
 /** A database connection for the client and the worker. */
@@ -102,6 +118,30 @@ function advisoryLeaderLock(sql: Sql, key: number): LeaderLock {
       conn?.end({ timeout: 0 }).catch(() => {});
       conn = null;
       backendPid = null;
+    },
+    fencedDb(fence) {
+      const guarded = async <T>(fn: (tx: Db) => Promise<T>): Promise<T> => {
+        if (!conn || backendPid === null) throw new NotLeaderError();
+        return await conn.begin(async (tx) => {
+          const f = fence();
+          const [r] = await tx.unsafe(
+            `select (select pg_backend_pid()) = $1
+                    and exists (select 1 from pg_locks
+                                 where locktype = 'advisory' and objsubid = 1 and granted
+                                   and pid = pg_backend_pid()
+                                   and ((classid::bigint << 32) | objid::bigint) = $2::bigint)
+                    and (${f.text}) as ok`,
+            [backendPid, key, ...f.params] as never[],
+          );
+          if (!r?.ok) throw new NotLeaderError();
+          return await fn(fromPostgres(tx));
+        }) as T;
+      };
+      return {
+        query: (text, params) => guarded((tx) => tx.query(text, params)),
+        exec: (text) => guarded((tx) => tx.exec(text)),
+        begin: (fn) => guarded(fn),
+      };
     },
   };
 }

@@ -258,6 +258,7 @@ export interface StorageEngine {
   promote(): Promise<number>;
   rescue(rescueAfterMs: number): Promise<MaintainedJob[]>;
   expireCallbacks(): Promise<MaintainedJob[]>;
+  /** Deletes finished jobs past retention (the routed engine also the rows of runtimes dead for an hour). */
   cleanup(retention: Retention): Promise<number>;
   /** Refreshes the planner statistics of the job storage when missing or far behind; whether it did. */
   refreshStatistics(): Promise<boolean>;

@@ -46,6 +46,7 @@ import { CanonicalEngine } from "./canonical/engine.ts";
 import { QueueStorageEngine } from "./queue_storage/engine.ts";
 import { CronStore } from "./shared/cron.ts";
 import { readStorageState } from "./shared/state.ts";
+import { pruneRuntimes } from "./shared/runtimes.ts";
 import { enqueueJobs } from "./shared/enqueue.ts";
 import { cancelJob, getJob, listJobs, retryJob } from "./shared/sql_api.ts";
 import { ValidationError } from "../errors.ts";
@@ -359,6 +360,7 @@ export class RoutedEngine implements StorageEngine {
     const engines = mode === "canonical" ? [this.canonical] : [this.canonical, this.qs!];
     let n = 0;
     for (const e of engines) n += await e.cleanup(retention);
+    await pruneRuntimes(this.db, this.n);
     return n;
   }
   async refreshStatistics(): Promise<boolean> {

@@ -58,6 +58,11 @@ export interface WorkerOptions {
   rescueAfter?: number;
   /** How often a non-leader tries to take leadership, in ms (default 10 000). */
   leaderElectionInterval?: number;
+  /**
+   * A leader that has not renewed its term for this long (ms, default 15 000) is replaced: its lock
+   * session is ended by the next process that tries to lead (docs/guide/operations.md, "The leader").
+   */
+  leaderTtl?: number;
   /** How often the leader runs its duties, in ms (default 1 000). */
   maintenanceInterval?: number;
   /**
@@ -123,6 +128,10 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
   const heartbeatInterval = opts.heartbeatInterval ?? 30_000;
   const rescueAfter = opts.rescueAfter ?? 90_000;
   const electionInterval = opts.leaderElectionInterval ?? 10_000;
+  const leaderTtl = opts.leaderTtl ?? 15_000;
+  if (!Number.isFinite(leaderTtl) || leaderTtl < 1_000) {
+    throw new ValidationError("createWorker: leaderTtl must be at least 1000 ms");
+  }
   const maintenanceInterval = opts.maintenanceInterval ?? 1_000;
   const retention: Retention = { completed: 86_400_000, failed: 604_800_000, ...opts.retention };
   const parkAfter = opts.parkAfter ?? 600_000;
@@ -251,17 +260,28 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
   let notifier: Notifier = pollingNotifier();
   const stops: (() => Promise<void>)[] = [];
 
-  const election = new LeaderElection(driver.leaderLock(names.leaderLockKey), logger, (leader) => {
-    logger.info(`svc: runtime ${id} ${leader ? "is now the leader" : "is no longer the leader"}`);
-    emit(on, logger, "leader", leader);
-    heartbeat.poke();
+  const election = new LeaderElection(
+    driver.leaderLock(names.leaderLockKey),
+    logger,
+    (leader) => {
+      logger.info(`svc: runtime ${id} ${leader ? "is now the leader" : "is no longer the leader"}`);
+      emit(on, logger, "leader", leader);
+      heartbeat.poke();
+    },
+    { db, names, id, key: names.leaderLockKey, ttlMs: leaderTtl },
+  );
+  // The leader's duties go through the lock's fenced connection (src/worker/leader.ts): an engine of
+  // their own over it.
+  const leaderEngine = new RoutedEngine(election.fenced, names, {
+    liveWithinMs: 3 * heartbeatInterval,
+    engines: opts.engines,
   });
   const maintenance = new MaintenanceLoop(
-    { engine, logger, on, rescueAfter, retention, parkAfter },
+    { engine: leaderEngine, logger, on, rescueAfter, retention, parkAfter },
     election,
     maintenanceInterval,
     electionInterval,
-    [cronDuty(engine.cron, maintenanceInterval), ...(ext.duties ?? [])],
+    [cronDuty(leaderEngine.cron, maintenanceInterval), ...(ext.duties ?? [])],
   );
 
   const localReadiness = (): boolean =>

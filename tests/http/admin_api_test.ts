@@ -491,6 +491,10 @@ Deno.test("GET /api/runtimes: live processes, their queues, readiness and the le
     await client.sql.unsafe(
       `update ${client.names.q}.runtimes set heartbeat_at = now() - interval '1 hour' where id = 'host:2:b'`,
     );
+    // The leader shown is the holder of the current term (its own column may be stale).
+    await client.sql.unsafe(
+      `update ${client.names.q}.leadership set holder = 'host:1:a', term = term + 1, renewed_at = now()`,
+    );
     const a = await call("GET", "/api/runtimes");
     assert.equal(a.status, 200);
     const [r1, r2] = a.body.runtimes;

@@ -81,6 +81,9 @@ async function seed(client: Client): Promise<{ failedId: number }> {
   });
   const rt = { hostname: "worker-a", queues: ["mail", "media"], health: {} };
   await client.engine.upsertRuntime({ ...rt, id: "worker-a:101:x1", pid: 101, ready: true, leader: true });
+  await client.sql.unsafe(
+    `update ${client.names.q}.leadership set holder = 'worker-a:101:x1', term = term + 1, renewed_at = now()`,
+  );
   await client.engine.upsertRuntime({
     ...rt,
     id: "worker-b:202:y2",

@@ -23,9 +23,12 @@ export async function deleteRuntime(db: Db, n: SchemaNames, id: string): Promise
 
 /** Runtimes heartbeated within `liveWithinMs` (and older ones marked not live, for the UI). */
 export async function listRuntimes(db: Db, n: SchemaNames, liveWithinMs: number): Promise<RuntimeInfo[]> {
+  // The leader shown is the holder of the current term, and only while it is live: a runtime's own
+  // `leader` column can be stale (a leader that stopped without a chance to say so).
   const rows = await db.query(
-    `select *, heartbeat_at > now() - $1::bigint * interval '1 millisecond' as live
-       from ${n.q}.runtimes order by started_at`,
+    `select r.*, r.heartbeat_at > now() - $1::bigint * interval '1 millisecond' as live,
+            r.id = (select l.holder from ${n.q}.leadership l) as holder
+       from ${n.q}.runtimes r order by r.started_at`,
     [liveWithinMs],
   );
   return rows.map((r) => ({
@@ -35,9 +38,21 @@ export async function listRuntimes(db: Db, n: SchemaNames, liveWithinMs: number)
     queues: r.queues,
     engines: r.engines ?? ["canonical"],
     ready: r.ready,
-    leader: r.leader,
+    leader: Boolean(r.holder && r.live),
     startedAt: r.started_at,
     heartbeatAt: r.heartbeat_at,
     live: r.live,
   }));
+}
+
+/** How long the row of a runtime that stopped heartbeating is kept (for the UI and the rescue). */
+export const DEAD_RUNTIME_RETENTION_MS = 3_600_000;
+
+/** Deletes the rows of runtimes dead for an hour; returns how many. */
+export async function pruneRuntimes(db: Db, n: SchemaNames): Promise<number> {
+  const rows = await db.query(
+    `delete from ${n.q}.runtimes where heartbeat_at < now() - $1::bigint * interval '1 millisecond' returning id`,
+    [DEAD_RUNTIME_RETENTION_MS],
+  );
+  return rows.length;
 }

@@ -1,12 +1,13 @@
 /**
  * The maintenance loop: every tick it runs one election step; while leader it runs the duties, each
- * in its own file. Duties are single idempotent statements, so a leader that has just lost its lock
- * and runs one more tick does no harm.
+ * in its own file, through the leader's fenced connection: a duty of a process that has lost its term
+ * writes nothing (src/worker/leader.ts). The term is renewed between duties when due.
  */
 import type { Retention, StorageEngine } from "../../storage/engine.ts";
 import type { Logger } from "../../types.ts";
 import type { WorkerEvents } from "../events.ts";
 import type { LeaderElection } from "../leader.ts";
+import { NotLeaderError } from "../../db/driver.ts";
 import { Wakeup } from "../wakeup.ts";
 import { promote } from "./promote.ts";
 import { rescue } from "./rescue.ts";
@@ -89,9 +90,12 @@ export class MaintenanceLoop {
           const last = this.lastRun.get(d.name) ?? 0;
           if (Date.now() - last < d.everyMs) continue;
           this.lastRun.set(d.name, Date.now());
+          await this.election.renewIfDue();
+          if (!this.election.isLeader) break;
           try {
             await d.run(this.m);
           } catch (e) {
+            if (e instanceof NotLeaderError) break; // the election step below notices
             this.m.logger.error(`svc: maintenance duty ${d.name} failed: ${(e as Error).message}`);
           }
         }
