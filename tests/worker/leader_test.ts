@@ -179,3 +179,32 @@ Deno.test("a handler that blocks the leader's event loop: another process takes 
     await drop();
   }
 });
+
+Deno.test("cleanup deletes the rows of runtimes dead for an hour and keeps the others", async () => {
+  const { client, drop } = await testClient();
+  try {
+    for (const id of ["old", "recent", "live"]) {
+      await client.engine.upsertRuntime({
+        id,
+        hostname: "h",
+        pid: 1,
+        queues: [],
+        ready: true,
+        leader: false,
+        health: {},
+      });
+    }
+    await client.sql.unsafe(
+      `update ${client.names.q}.runtimes set heartbeat_at = now() - case id when 'old' then interval '61 minutes'
+                                                                          else interval '5 minutes' end
+        where id in ('old', 'recent')`,
+    );
+    await client.engine.cleanup({ completed: 86_400_000, failed: 86_400_000 });
+    const ids = (await client.sql.unsafe(`select id from ${client.names.q}.runtimes order by id`)).map((r) =>
+      r.id
+    );
+    assert.deepEqual(ids, ["live", "recent"]);
+  } finally {
+    await drop();
+  }
+});
