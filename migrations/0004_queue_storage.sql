@@ -2355,6 +2355,24 @@ begin
   end if;
 end $$;
 
+-- Counts a refused callback request (bad signature, bad body, too large) on the pending callback it
+-- names, wherever it lives: the count and the last refusal {status, code, at}, in place (one row, no
+-- growth). Whether a pending callback was found.
+create function record_callback_rejection(p_id uuid, p_status integer, p_code text) returns boolean
+language plpgsql set search_path from current as $$
+declare
+  v_last jsonb := jsonb_build_object('status', p_status, 'code', p_code, 'at', iso(now()));
+begin
+  update callbacks set rejected_count = rejected_count + 1, last_rejection = v_last
+   where id = p_id and state = 'pending';
+  if found then
+    return true;
+  end if;
+  update {{qs}}.callbacks set rejected_count = rejected_count + 1, last_rejection = v_last
+   where id = p_id and state = 'pending';
+  return found;
+end $$;
+
 -- The cluster's health as `svc health --json` reports it: runtimes heartbeated within p_live_ms are
 -- live; a live runtime whose last report was not ready is unhealthy.
 create function health(p_expected_version integer, p_live_ms bigint default 90000) returns jsonb

@@ -90,6 +90,9 @@ export interface Callback {
   deadline_at: string | null;
   created_at: string;
   resolved_at: string | null;
+  /** Refused requests that named this callback (bad signature, bad body, too large). */
+  rejected_count: number;
+  last_rejection: { status: number; code: string; at: string } | null;
 }
 
 export interface JobDetail {

@@ -1,7 +1,7 @@
 /** `svc job list|get|enqueue|retry|cancel|retry-failed`. */
 import { Command, InvalidArgumentError } from "npm:commander@14.0.3";
 import { InvalidStateError, JobNotFoundError } from "../errors.ts";
-import { jobToJson } from "../wire.ts";
+import { callbackToJson, jobToJson } from "../wire.ts";
 import { type Job, JOB_STATES, type JobState } from "../types.ts";
 import {
   CliError,
@@ -87,7 +87,18 @@ function getCommand(): Command {
       await withClient(cmd, async (client) => {
         const job = await client.getJob(id);
         if (!job) throw new JobNotFoundError(id);
-        printJob(job, o.json === true);
+        const callbacks = await client.listCallbacks(id);
+        if (o.json) return printJson({ ...jobToJson(job), callbacks: callbacks.map(callbackToJson) });
+        printJob(job, false);
+        if (callbacks.length) console.log("callbacks:");
+        for (const c of callbacks) {
+          const refused = c.rejectedCount > 0
+            ? `; ${c.rejectedCount} request(s) refused, last ${c.lastRejection?.status} ${c.lastRejection?.code} at ${c.lastRejection?.at}`
+            : "";
+          console.log(
+            `  ${c.id} ${c.state} attempt ${c.attempt} (${c.kind}), deadline ${c.deadlineAt.toISOString()}${refused}`,
+          );
+        }
       });
     });
 }

@@ -17,10 +17,13 @@ import {
   normalizePathPrefix,
 } from "../contract/callback_url.ts";
 import { SIGNATURE_HEADER, verify } from "../contract/signature.ts";
-import { ValidationError } from "../errors.ts";
+import { SvcError, ValidationError } from "../errors.ts";
 import type { Logger } from "../types.ts";
 import { parseJsonInput } from "../validation.ts";
-import { errorResponse, HttpError, json } from "./errors.ts";
+import { errorResponse, HttpError, json, STATUS_BY_CODE } from "./errors.ts";
+
+/** Statuses of refusals counted on the pending callback they name: bad signature, bad body, too large. */
+const COUNTED = new Set([400, 401, 413]);
 
 /** Largest request body accepted, in bytes (1 MiB). */
 export const MAX_CALLBACK_BODY_BYTES = 1024 * 1024;
@@ -73,9 +76,39 @@ export function createCallbackRouter(client: Client, opts: CallbackRouterOptions
     );
   const underPrefix = (path: string) => prefix === "" || path === prefix || path.startsWith(`${prefix}/`);
 
+  /**
+   * A refused request that names a pending callback is counted on it (docs/reference/protocol.md,
+   * "Refused requests"), so a misconfigured function shows on its job instead of the job waiting out
+   * its callback timeout in silence.
+   */
+  const countRejection = async (callbackId: string, e: unknown): Promise<void> => {
+    const code = e instanceof SvcError ? e.code : "";
+    const status = STATUS_BY_CODE[code];
+    if (!COUNTED.has(status) || !isUuid(callbackId)) return;
+    try {
+      await client.db.query(`select ${client.names.q}.record_callback_rejection($1::uuid, $2, $3)`, [
+        callbackId,
+        status,
+        code,
+      ]);
+    } catch { /* counting is best effort: the request is refused either way */ }
+  };
+
   const route = async (req: Request, path: string): Promise<Response> => {
     const m = matchRoute(path.slice(prefix.length));
     if (!m) throw notFound(path);
+    try {
+      return await checked(req, m);
+    } catch (e) {
+      await countRejection(m.callbackId, e);
+      throw e;
+    }
+  };
+
+  const checked = async (
+    req: Request,
+    m: { callbackId: string; action: CallbackAction },
+  ): Promise<Response> => {
     if (req.method !== "POST") {
       throw new HttpError("method_not_allowed", `${req.method} is not allowed here: use POST`, {
         allow: "POST",

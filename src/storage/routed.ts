@@ -326,6 +326,7 @@ export class RoutedEngine implements StorageEngine {
     return (await this.canonical.getCallback(id)) ?? (this.qs ? await this.qs.getCallback(id) : null);
   }
   async listCallbacks(jobId: number): Promise<CallbackRecord[]> {
+    await this.current(); // the queue-storage engine exists once the state was read
     const all = await Promise.all(
       (this.qs ? [this.canonical, this.qs] : [this.canonical]).map((e) => e.listCallbacks(jobId)),
     );

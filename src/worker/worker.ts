@@ -332,6 +332,15 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
       }
       await engine.mode(); // a worker of only queue storage on a canonical database is refused here
       if (cronDefs.length) await engine.cron.upsert(cronDefs, id);
+      for (const [kind, cfg] of Object.entries(opts.httpWorkers ?? {})) {
+        if (!cfg.hmacSecret) {
+          logger.warn(
+            `svc: HTTP worker ${kind} has no hmacSecret: its callback URLs carry no signature, so a receiver ` +
+              `that checks signatures refuses them (401) and its jobs wait out their callback timeout; set ` +
+              `hmacSecret to the receiver's secret (or run the receiver --unsigned on a trusted network)`,
+          );
+        }
+      }
       if (healthAddr) {
         const listener = await startHealthListener(healthAddr, () => worker.healthCheck());
         stops.push(() => listener.close());

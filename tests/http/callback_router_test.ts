@@ -5,6 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { testClient } from "../helpers/db.ts";
+import { svcIn } from "../helpers/cli.ts";
 import { closedPort, pendingCallback, post, serveTest } from "../helpers/http.ts";
 import {
   type CallbackRouterOptions,
@@ -455,4 +456,49 @@ Deno.test("createCallbackRouter: auth is required and checked; handle() falls th
   } finally {
     await client.close();
   }
+});
+
+Deno.test("refused requests naming a pending callback are counted on it (count and last refusal), and shown by svc job get", async () => {
+  await withReceiver({}, async ({ client, url }) => {
+    const { job, callbackId } = await pendingCallback(client);
+    const before = (await client.engine.getCallback(callbackId))!;
+    assert.equal(before.rejectedCount, 0);
+    assert.equal(before.lastRejection, null);
+    // A missing and a wrong signature, a body that is not JSON, one too large: four refusals.
+    assert.equal((await post(url(callbackId), {})).status, 401);
+    assert.equal(
+      (await post(url(callbackId), {}, { [SIGNATURE_HEADER]: sign(OTHER, callbackId) })).status,
+      401,
+    );
+    assert.equal((await post(url(callbackId), "{not json", signed(callbackId))).status, 400);
+    assert.equal(
+      (await post(url(callbackId), jsonOfSize(MAX_CALLBACK_BODY_BYTES + 1), signed(callbackId))).status,
+      413,
+    );
+    // Not counted: an unknown callback, an id that is not a UUID (and so names none).
+    const unknown = crypto.randomUUID();
+    assert.equal((await post(url(unknown), {}, signed(unknown))).status, 404);
+    assert.equal((await post(url("nope"), {}, signed("nope"))).status, 400);
+    const after = (await client.engine.getCallback(callbackId))!;
+    assert.equal(after.rejectedCount, 4);
+    assert.equal(after.lastRejection?.status, 413);
+    assert.equal(after.lastRejection?.code, "payload_too_large");
+    assert.ok(Math.abs(Date.parse(after.lastRejection!.at) - Date.now()) < 60_000);
+    assert.equal(after.state, "pending", "a refusal changes nothing else");
+    // The text of svc job get names them; the JSON carries the callbacks.
+    const text = await svcIn(client.schema, ["job", "get", String(job.id)]);
+    assert.match(
+      text.stdout,
+      new RegExp(`${callbackId} pending .*4 request\\(s\\) refused, last 413 payload_too_large`),
+    );
+    const js = JSON.parse((await svcIn(client.schema, ["job", "get", String(job.id), "--json"])).stdout);
+    assert.equal(js.callbacks[0].rejected_count, 4);
+    // Once the callback is resolved, refusals naming it are no longer counted.
+    assert.equal((await post(url(callbackId), { payload: 1 }, signed(callbackId))).status, 200);
+    assert.equal(
+      (await post(url(callbackId), {}, { [SIGNATURE_HEADER]: sign(OTHER, callbackId) })).status,
+      401,
+    );
+    assert.equal((await client.engine.getCallback(callbackId))!.rejectedCount, 4);
+  });
 });

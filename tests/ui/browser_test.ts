@@ -11,6 +11,7 @@ import type { Client } from "../../src/client/client.ts";
 import { createAdminServer } from "../../src/http/server.ts";
 import { type HttpServer, serveHttp } from "../../src/runtime/runtime.ts";
 import { setState } from "../helpers/admin.ts";
+import { pendingCallback } from "../helpers/http.ts";
 import { DATABASE_URL, freshSchema, TEST_ENGINE, testClient } from "../helpers/db.ts";
 import postgres from "postgres";
 
@@ -185,6 +186,26 @@ Deno.test({
       await retryOnJobPage(page, client, failedId);
       await page.getByTestId("retry-button").waitFor({ state: "detached" });
       await shot(page, "rw-job-retried");
+
+      // A job waiting for a callback whose requests were refused shows the count and the last refusal.
+      const { job: waiting, callbackId } = await pendingCallback(client, { queue: "media" });
+      for (
+        const [status, code] of [[401, "invalid_signature"], [401, "invalid_signature"], [
+          400,
+          "invalid_body",
+        ]]
+      ) {
+        await client.sql.unsafe(`select ${client.names.q}.record_callback_rejection($1::uuid, $2, $3)`, [
+          callbackId,
+          status,
+          code,
+        ]);
+      }
+      await page.goto(`${base}/jobs/${waiting.id}`);
+      await page.getByTestId("job-callback-refused").filter({ hasText: "3 callback requests were refused" })
+        .filter({ hasText: "invalid_body" }).waitFor();
+      assert.equal((await page.getByTestId(`callback-refused-${callbackId}`).textContent())?.trim(), "3");
+      await shot(page, "rw-job-callback-refused");
 
       // Pause and resume a queue.
       await page.goto(base + "/queues");

@@ -15,6 +15,7 @@ import {
   parseSecret,
   sign,
   SIGNATURE_HEADER,
+  silentLogger,
 } from "../../mod.ts";
 import type { Client } from "../../src/client/client.ts";
 import type { Job } from "../../src/types.ts";
@@ -505,4 +506,30 @@ Deno.test("parseRetryAfter: seconds or an HTTP date, capped at 24 h", () => {
   assert.equal(parseRetryAfter("9999999", now), 86_400_000);
   assert.equal(parseRetryAfter("soon", now), null);
   assert.equal(parseRetryAfter("-5", now), null);
+});
+
+Deno.test("a worker warns at start about an HTTP kind without hmacSecret, naming it", async () => {
+  const { client, drop } = await testClient();
+  const warnings: string[] = [];
+  const logger = { ...silentLogger, warn: (m: string) => warnings.push(m) };
+  const { stop } = await startWorker(client, {
+    logger,
+    httpWorkers: {
+      unsigned_fn: { url: "http://127.0.0.1:9/fn", mode: "async", callbackBaseUrl: "http://127.0.0.1:9" },
+      signed_fn: {
+        url: "http://127.0.0.1:9/fn",
+        mode: "async",
+        callbackBaseUrl: "http://127.0.0.1:9",
+        hmacSecret: parseSecret("ab".repeat(32)),
+      },
+    },
+  });
+  try {
+    const about = warnings.filter((w) => /hmacSecret/.test(w));
+    assert.equal(about.length, 1, warnings.join("\n"));
+    assert.match(about[0], /HTTP worker unsigned_fn has no hmacSecret/);
+  } finally {
+    await stop();
+    await drop();
+  }
 });

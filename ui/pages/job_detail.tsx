@@ -89,6 +89,17 @@ export function JobDetail({ id }: { id: string }) {
         <Actions detail={d} onChanged={res.refresh} />
       </div>
 
+      {pendingCallback && pendingCallback.rejected_count > 0 && (
+        <p class="banner banner-warn" role="status" data-testid="job-callback-refused">
+          {pendingCallback.rejected_count}{" "}
+          callback request{pendingCallback.rejected_count === 1 ? " was" : "s were"}{" "}
+          refused for this attempt; the last one: {pendingCallback.last_rejection?.status}{" "}
+          <code>{pendingCallback.last_rejection?.code}</code> at{" "}
+          <FullTime iso={pendingCallback.last_rejection?.at} />. The function may be signing with another
+          secret or calling another path prefix; until a callback is accepted, the job waits for its callback
+          deadline.
+        </p>
+      )}
       <div class="grid-2">
         <section class="card" aria-labelledby="job-fields-title" data-testid="job-detail">
           <h2 id="job-fields-title">Details</h2>
@@ -202,6 +213,7 @@ export function JobDetail({ id }: { id: string }) {
                     <th scope="col">Deadline</th>
                     <th scope="col">Created</th>
                     <th scope="col">Resolved</th>
+                    <th scope="col" class="num">Refused</th>
                   </tr>
                 </thead>
                 <tbody>
@@ -222,6 +234,15 @@ export function JobDetail({ id }: { id: string }) {
                       </td>
                       <td>
                         <FullTime iso={c.resolved_at} />
+                      </td>
+                      <td
+                        class="num"
+                        data-testid={`callback-refused-${c.id}`}
+                        title={c.last_rejection
+                          ? `last: ${c.last_rejection.status} ${c.last_rejection.code} at ${c.last_rejection.at}`
+                          : undefined}
+                      >
+                        {c.rejected_count}
                       </td>
                     </tr>
                   ))}
