@@ -19,9 +19,16 @@ const RUNS = Number(Deno.env.get("SVC_FUZZ_RUNS") ?? 60);
 /** Every row of the tables a request could change, as text. */
 async function snapshot(client: Client): Promise<string> {
   const q = client.names.q;
+  const qs = `"${client.schema}_qs"`;
+  // Both engines' job and callback tables (queue storage's jobs through its view of every place); a refusal
+  // is counted on the callback it names (rejected_count, last_rejection), which changes nothing else.
   const [r] = await client.sql.unsafe(
     `select (select coalesce(json_agg(j order by id), '[]') from ${q}.jobs j)::text as jobs,
-            (select coalesce(json_agg(c order by id), '[]') from ${q}.callbacks c)::text as callbacks,
+            (select coalesce(jsonb_agg(to_jsonb(c) - 'rejected_count' - 'last_rejection' order by id), '[]')
+               from ${q}.callbacks c)::text as callbacks,
+            (select coalesce(json_agg(j order by id, lease), '[]') from ${qs}.jobs j)::text as qs_jobs,
+            (select coalesce(jsonb_agg(to_jsonb(c) - 'rejected_count' - 'last_rejection' order by id), '[]')
+               from ${qs}.callbacks c)::text as qs_callbacks,
             (select coalesce(json_agg(x order by name), '[]') from ${q}.queues x)::text as queues,
             (select coalesce(json_agg(s order by name), '[]') from ${q}.cron_schedules s)::text as cron`,
   );
