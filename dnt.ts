@@ -264,6 +264,12 @@ async function declarations(cfg: DenoJson, out: string, deps: Map<string, string
     );
     try {
       await run("node", [path.join(stage, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.json"], stage);
+      // Declarations written by hand (the vendored driver's) are not emitted by the compiler: copied.
+      await copyTree(
+        path.join(stage, "src/vendor"),
+        path.join(out, "types/src/vendor"),
+        (f) => f.endsWith(".d.ts"),
+      );
     } catch (e) {
       throw new BuildError(
         `the declarations did not compile for Node (paths are those of the sources):\n${
@@ -274,6 +280,26 @@ async function declarations(cfg: DenoJson, out: string, deps: Map<string, string
   } finally {
     await Deno.remove(stage, { recursive: true }).catch(() => {});
   }
+}
+
+/** npm packages named in the declaration files under src/ (`*.d.ts`), at deno.json's versions. */
+async function typeOnlyPackages(cfg: DenoJson): Promise<Map<string, string>> {
+  const pins = pinnedVersions(cfg.imports);
+  const out = new Map<string, string>();
+  for await (const file of walk(path.join(ROOT, "src"))) {
+    if (!file.endsWith(".d.ts")) continue;
+    for (const m of (await Deno.readTextFile(file)).matchAll(/from\s+"(npm:[^"]+)"/g)) {
+      const p = parseNpmSpecifier(m[1]);
+      if (!p) continue;
+      if (pins.get(p.name) !== p.version) {
+        throw new BuildError(
+          `${m[1]} in ${path.relative(ROOT, file)}: deno.json pins ${p.name} at ${pins.get(p.name)}`,
+        );
+      }
+      out.set(p.name, p.version);
+    }
+  }
+  return out;
 }
 
 async function* walk(dir: string): AsyncGenerator<string> {
@@ -336,6 +362,9 @@ export async function buildNpm(
   await Deno.mkdir(out, { recursive: true });
   let t0 = performance.now();
   const deps = await bundle(cfg, out);
+  // Packages whose types the declarations use without the bundle importing them (the vendored driver's
+  // types are npm:postgres's, src/vendor/postgres/README.md) are dependencies too.
+  for (const [name, version] of await typeOnlyPackages(cfg)) if (!deps.has(name)) deps.set(name, version);
   // cli.ts's `#!/usr/bin/env -S deno run -A` line: on Node the command is bin/svc.js.
   for (const e of entries(cfg)) {
     const file = path.join(out, "esm", `${e.name}.js`);

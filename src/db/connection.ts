@@ -2,7 +2,7 @@
  * The driver seam: storage code talks SQL text + parameters through `Db`, so an embedded driver can
  * stand in for postgres.js later. `fromPostgres` wraps a postgres.js `sql` or transaction.
  */
-import postgres from "npm:postgres@3.4.9";
+import postgres from "../vendor/postgres/index.js";
 import { ConnectTimeoutError } from "../errors.ts";
 
 /** A row as the driver returns it. */
@@ -70,16 +70,40 @@ export function poolTarget(sql: Sql | undefined): string {
   return `${o.host[0]}:${o.port?.[0] ?? 5432}${o.database ? `/${o.database}` : ""}`;
 }
 
+/** A connection refused or reset, or a server starting up, shutting down or in recovery (57P01..57P03). */
+function isStartingOrRefused(e: unknown): boolean {
+  const code = String((e as { code?: unknown } | null)?.code ?? "");
+  return ["ECONNREFUSED", "ECONNRESET", "CONNECTION_CLOSED", "CONNECTION_ENDED", "57P01", "57P02", "57P03"]
+    .includes(code);
+}
+
 /**
- * The first connection, with a real deadline. postgres.js reconnects without end to an address that
+ * The first connection, with a real deadline. A `probe` given as a function is tried again while the
+ * server refuses or is starting, until the deadline. postgres.js reconnects without end to an address that
  * accepts and closes (a service that is not PostgreSQL), so a first query there never settles, whatever
  * its `connect_timeout`. `probe` (the first query) races `timeoutMs`; when the deadline wins, `end`
  * stops the pool at once and a ConnectTimeoutError naming `target` (see `poolTarget`) and `fix` is thrown.
  */
 export async function connectWithin<T>(
-  probe: Promise<T>,
+  probe: Promise<T> | (() => Promise<T>),
   o: { timeoutMs: number; target: string; fix: string; end: () => Promise<unknown> },
 ): Promise<T> {
+  if (typeof probe === "function") {
+    // A server that refuses or is still starting (a restart, a container that comes up after the app) is
+    // tried again until the deadline; any other error is final.
+    const attempt = probe;
+    const until = Date.now() + o.timeoutMs;
+    probe = (async () => {
+      for (;;) {
+        try {
+          return await attempt();
+        } catch (e) {
+          if (!isStartingOrRefused(e) || Date.now() + 250 >= until) throw e;
+          await new Promise((r) => setTimeout(r, 250));
+        }
+      }
+    })();
+  }
   let timer: ReturnType<typeof setTimeout> | undefined;
   const deadline = new Promise<never>((_, reject) => {
     timer = setTimeout(

@@ -3,7 +3,7 @@
  * the SQL, LISTEN, the leader lock and close. The driver here is postgres.js over a pool; the seam lets
  * a driver of your own stand in (`createClient({ driver })`).
  */
-import postgres from "npm:postgres@3.4.9";
+import postgres from "../vendor/postgres/index.js";
 import { type Db, fromPostgres, type Sql } from "./connection.ts";
 
 /** The leader's lock: held by at most one process per database and schema. */

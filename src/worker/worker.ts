@@ -312,7 +312,7 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
     },
     async start() {
       if (started) throw new Error("worker already started");
-      const version = await connectWithin(readSchemaVersion(db, names), {
+      const version = await connectWithin(() => readSchemaVersion(db, names), {
         timeoutMs: connectTimeout,
         target: poolTarget(driver.sql),
         fix: "databaseUrl / DATABASE_URL (or raise connectTimeout)",

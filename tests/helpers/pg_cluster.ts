@@ -14,18 +14,24 @@ import { closedPort } from "./http.ts";
 export interface PgCluster {
   url: string;
   port: number;
-  /** Stops the server (fast shutdown: sessions are ended, new connections refused). */
-  stop(): Promise<void>;
+  /**
+   * Stops the server: `fast` (default) ends sessions and shuts down cleanly; `immediate` (system binaries
+   * only; the embedded server stops fast) quits at once and recovers from the WAL at the next start.
+   */
+  stop(mode?: "fast" | "immediate"): Promise<void>;
   /** Starts it again on the same port. */
   start(): Promise<void>;
   /** Stops it (if running) and deletes the directory. */
   destroy(): Promise<void>;
 }
 
-/** Creates and starts a cluster. */
-export async function startCluster(): Promise<PgCluster> {
+/** Creates and starts a cluster; `settings` add to or override the defaults below. */
+export async function startCluster(
+  opts: { settings?: Record<string, string | number> } = {},
+): Promise<PgCluster> {
+  const settings = { ...SETTINGS, ...opts.settings };
   const bin = Deno.env.get("SVC_TEST_PG_BINARIES") === "embedded" ? null : systemBinDir();
-  return bin ? await systemCluster(bin) : await embeddedCluster();
+  return bin ? await systemCluster(bin, settings) : await embeddedCluster(settings);
 }
 
 /** The folder of the system's initdb and pg_ctl, or null. */
@@ -52,7 +58,11 @@ function systemBinDir(): string | null {
   return null;
 }
 
-const SETTINGS = { max_connections: 20, fsync: "off", shared_buffers: "16MB" };
+const SETTINGS: Record<string, string | number> = {
+  max_connections: 20,
+  fsync: "off",
+  shared_buffers: "16MB",
+};
 
 async function makeDir(): Promise<string> {
   const dir = await Deno.makeTempDir({ dir: "/tmp", prefix: "svc_pg_" });
@@ -61,12 +71,12 @@ async function makeDir(): Promise<string> {
 }
 
 /** A cluster of the embedded PostgreSQL (its folder: data, binaries, log). */
-async function embeddedCluster(): Promise<PgCluster> {
+async function embeddedCluster(settings: Record<string, string | number>): Promise<PgCluster> {
   const root = await makeDir();
   const port = closedPort();
   let pg: EmbeddedPostgres | null = null;
   const start = async () => {
-    pg = await startEmbeddedPostgres({ root, port, noSync: true, settings: SETTINGS });
+    pg = await startEmbeddedPostgres({ root, port, noSync: true, settings });
   };
   const stop = async () => {
     await pg?.stop();
@@ -104,7 +114,7 @@ async function asServerUser(args: string[]): Promise<string> {
 }
 
 /** A cluster of the system's binaries, through initdb and pg_ctl. */
-async function systemCluster(bin: string): Promise<PgCluster> {
+async function systemCluster(bin: string, settings: Record<string, string | number>): Promise<PgCluster> {
   const dir = await makeDir();
   if (Deno.uid() === 0) await new Deno.Command("chown", { args: ["postgres:postgres", dir] }).output();
   const data = `${dir}/data`;
@@ -130,7 +140,7 @@ async function systemCluster(bin: string): Promise<PgCluster> {
     `-p ${port}`,
     "-c listen_addresses=127.0.0.1",
     `-c unix_socket_directories=${dir}`,
-    ...Object.entries(SETTINGS).map(([k, v]) => `-c ${k}=${v}`),
+    ...Object.entries(settings).map(([k, v]) => `-c ${k}=${v}`),
   ].join(" ");
   let running = false;
   const start = async () => {
@@ -149,9 +159,9 @@ async function systemCluster(bin: string): Promise<PgCluster> {
     ]);
     running = true;
   };
-  const stop = async () => {
+  const stop = async (mode: "fast" | "immediate" = "fast") => {
     if (!running) return;
-    await asServerUser([`${bin}/pg_ctl`, "-D", data, "-m", "fast", "-w", "-t", "30", "stop"]);
+    await asServerUser([`${bin}/pg_ctl`, "-D", data, "-m", mode, "-w", "-t", "30", "stop"]);
     running = false;
   };
   try {

@@ -146,7 +146,11 @@ Deno.test({
         if (path.includes("..")) return new Response("no", { status: 400 });
         try {
           const body = await Deno.readFile(served + path);
-          const type = path.endsWith(".json") ? "application/json" : "application/typescript";
+          const type = path.endsWith(".json")
+            ? "application/json"
+            : path.endsWith(".js")
+            ? "text/javascript"
+            : "application/typescript";
           return new Response(body, { headers: { "content-type": type } });
         } catch {
           return new Response("not found", { status: 404 });

@@ -1,0 +1,3 @@
+// The types of the vendored postgres.js are those of the npm package it was copied from (README.md).
+import postgres from "npm:postgres@3.4.9";
+export default postgres;
