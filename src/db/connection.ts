@@ -88,21 +88,22 @@ export async function connectWithin<T>(
   probe: Promise<T> | (() => Promise<T>),
   o: { timeoutMs: number; target: string; fix: string; end: () => Promise<unknown> },
 ): Promise<T> {
+  let settled = false;
   if (typeof probe === "function") {
     // A server that refuses or is still starting (a restart, a container that comes up after the app) is
-    // tried again until the deadline; any other error is final.
+    // tried again until the deadline, which then wins with a ConnectTimeoutError; any other error is final.
     const attempt = probe;
-    const until = Date.now() + o.timeoutMs;
     probe = (async () => {
       for (;;) {
         try {
           return await attempt();
         } catch (e) {
-          if (!isStartingOrRefused(e) || Date.now() + 250 >= until) throw e;
+          if (!isStartingOrRefused(e) || settled) throw e;
           await new Promise((r) => setTimeout(r, 250));
         }
       }
     })();
+    probe.catch(() => {}); // settles after the race when the deadline won
   }
   let timer: ReturnType<typeof setTimeout> | undefined;
   const deadline = new Promise<never>((_, reject) => {
@@ -117,6 +118,7 @@ export async function connectWithin<T>(
     if (e instanceof ConnectTimeoutError) await o.end().catch(() => {});
     throw e;
   } finally {
+    settled = true;
     clearTimeout(timer);
   }
 }

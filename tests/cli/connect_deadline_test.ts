@@ -5,8 +5,9 @@
  * deadline with one line naming the fix, and stop connecting.
  */
 import assert from "node:assert/strict";
-import { createWorker, silentLogger } from "../../mod.ts";
-import { DATABASE_URL } from "../helpers/db.ts";
+import { ConnectTimeoutError, createWorker, silentLogger } from "../../mod.ts";
+import { DATABASE_URL, testClient } from "../helpers/db.ts";
+import { closedPort } from "../helpers/http.ts";
 
 const CLI = new URL("../../cli.ts", import.meta.url).pathname;
 
@@ -152,5 +153,51 @@ Deno.test("worker: start() rejects after connectTimeout on an address that is no
     assert.ok(server.connections() - settled <= 2, `still connecting: ${server.connections() - settled}`);
   } finally {
     await server.close();
+  }
+});
+
+Deno.test("worker: start() while PostgreSQL refuses keeps trying until connectTimeout; a server that comes up in time is used", async () => {
+  const port = closedPort();
+  // Nothing listens: refused until the deadline, then a ConnectTimeoutError (not the first refusal).
+  const early = createWorker({
+    databaseUrl: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    queues: { default: { maxWorkers: 1 } },
+    logger: silentLogger,
+    connectTimeout: 1_200,
+  });
+  const t0 = performance.now();
+  const e = await early.start().then(() => null, (err: Error) => err);
+  assert.ok(e instanceof ConnectTimeoutError, String(e));
+  assert.ok(performance.now() - t0 >= 1_100, `gave up after ${performance.now() - t0} ms`);
+
+  // A proxy that refuses for 1 s and then forwards to the test database: start() succeeds.
+  const target = new URL(DATABASE_URL);
+  let listener: Deno.TcpListener | undefined;
+  const opened = setTimeout(() => {
+    listener = Deno.listen({ hostname: "127.0.0.1", port });
+    (async () => {
+      for await (const conn of listener!) {
+        const up = await Deno.connect({ hostname: target.hostname, port: Number(target.port || 5432) });
+        conn.readable.pipeTo(up.writable).catch(() => {});
+        up.readable.pipeTo(conn.writable).catch(() => {});
+      }
+    })().catch(() => {});
+  }, 1_000);
+  const { schema, drop } = await testClient();
+  const late = createWorker({
+    databaseUrl: `postgres://postgres@127.0.0.1:${port}${target.pathname}`,
+    schema,
+    queues: { default: { maxWorkers: 1 } },
+    logger: silentLogger,
+    connectTimeout: 10_000,
+  });
+  try {
+    await late.start();
+    assert.ok(late.id);
+  } finally {
+    clearTimeout(opened);
+    await late.shutdown(500).catch(() => {});
+    listener?.close();
+    await drop();
   }
 });
