@@ -457,6 +457,9 @@ function Connection(options, queues = {}, { onopen = noop, onend = noop, onclose
     connectTimer.cancel()
 
     socket.removeAllListeners()
+    // svc: a reset reported after 'close' (seen in Deno on an immediate PostgreSQL restart) would be an
+    // 'error' with no listener, thrown where nothing can catch it; the connection has already closed.
+    socket.on('error', () => {})
     socket = null
 
     if (initial)
