@@ -118,6 +118,32 @@ export interface EnqueueRequest {
 export interface KindInfo {
   kind: string;
   counts: StateCounts;
+  /** The last hour, from the leader's per-minute samples (absent from servers without them). */
+  completed_1h?: number;
+  failed_1h?: number;
+  /** Failed attempts (retried or not) over finished attempts in the last hour; null when none finished. */
+  failure_rate?: number | null;
+  run_p50_ms?: number | null;
+  run_p95_ms?: number | null;
+}
+
+/** One row of the leader's per-minute samples: a queue's depth (kind null) or a (queue, kind)'s attempts. */
+export interface Sample {
+  minute: string;
+  queue: string;
+  kind: string | null;
+  depth: number | null;
+  completed: number;
+  failed: number;
+  retried: number;
+  run_p50_ms: number | null;
+  run_p95_ms: number | null;
+}
+
+export interface SampleFilter {
+  queue?: string;
+  kind?: string;
+  minutes?: number;
 }
 
 export interface Cron {
@@ -142,11 +168,36 @@ export interface Runtime {
   started_at: string;
   heartbeat_at: string;
   live: boolean;
+  /** The rescue window it reported (ms); null for processes that do not report it. */
+  rescue_after_ms?: number | null;
+  /** Attempts it was running at its last heartbeat. */
+  in_flight?: number | null;
 }
 
+export interface RunningJobs {
+  jobs: Job[];
+  /** More jobs run than the limit asked for. */
+  truncated: boolean;
+}
+
+/** GET /api/storage: the storage engine and where the canonical → queue_storage transition stands. */
 export interface Storage {
+  /** Where new writes go: `canonical` or `queue_storage`. */
   engine: string;
+  /** The same as `state`. */
   transition: string;
+  state?: string;
+  prepared_engine?: string | null;
+  /** Unfinished jobs still in the canonical table. */
+  canonical_backlog?: number;
+  queue_storage_ready?: boolean;
+  queue_storage_schema?: string | null;
+  runtimes?: { canonical_only: number; queue_storage_capable: number };
+  /** What keeps the next step from being taken, one line each. */
+  blockers?: string[];
+  abort_possible?: boolean;
+  /** The command of the next step; null once active. */
+  next_step?: string | null;
 }
 
 export interface Capabilities {
@@ -244,10 +295,31 @@ export const api = {
   enqueue: (body: EnqueueRequest) => request<{ job: Job }>("POST", "/api/jobs", body),
   retryJob: (id: number) => request<{ job: Job }>("POST", `/api/jobs/${id}/retry`),
   cancelJob: (id: number) => request<{ job: Job }>("POST", `/api/jobs/${id}/cancel`),
-  bulkRetry: (filter: BulkFilter) => request<{ count: number }>("POST", "/api/jobs/bulk-retry", filter),
-  bulkCancel: (filter: BulkFilter) => request<{ count: number }>("POST", "/api/jobs/bulk-cancel", filter),
+  /** With `dryRun` only counts the jobs it would retry (nothing changes). */
+  bulkRetry: (filter: BulkFilter, o: { dryRun?: boolean } = {}) =>
+    request<{ count: number }>("POST", "/api/jobs/bulk-retry", { ...filter, dry_run: o.dryRun === true }),
+  /** With `dryRun` only counts the jobs it would cancel (nothing changes). */
+  bulkCancel: (filter: BulkFilter, o: { dryRun?: boolean } = {}) =>
+    request<{ count: number }>("POST", "/api/jobs/bulk-cancel", { ...filter, dry_run: o.dryRun === true }),
 
   kinds: (signal?: AbortSignal) => request<{ kinds: KindInfo[] }>("GET", "/api/kinds", undefined, signal),
+  /**
+   * The leader's per-minute samples, oldest first; null when this server has no samples route (404: a
+   * server older than the samples), so that pages show an empty state instead of an error.
+   */
+  samples: async (f: SampleFilter, signal?: AbortSignal): Promise<Sample[] | null> => {
+    const p = new URLSearchParams();
+    if (f.queue) p.set("queue", f.queue);
+    if (f.kind) p.set("kind", f.kind);
+    p.set("minutes", String(f.minutes ?? 60));
+    try {
+      return (await request<{ samples: Sample[] }>("GET", `/api/stats/samples?${p}`, undefined, signal))
+        .samples;
+    } catch (e) {
+      if (e instanceof ApiError && e.status === 404) return null;
+      throw e;
+    }
+  },
 
   cron: (signal?: AbortSignal) => request<{ cron: Cron[] }>("GET", "/api/cron", undefined, signal),
   triggerCron: (name: string) => request<{ job: Job }>("POST", `/api/cron/${seg(name)}/trigger`),
@@ -256,6 +328,8 @@ export const api = {
 
   runtimes: (signal?: AbortSignal) =>
     request<{ runtimes: Runtime[] }>("GET", "/api/runtimes", undefined, signal),
+  running: (limit: number, signal?: AbortSignal) =>
+    request<RunningJobs>("GET", `/api/running?limit=${limit}`, undefined, signal),
 
   /** Opens a session (an HttpOnly cookie the browser keeps); 401 `unauthorized` for a wrong token. */
   login: (token: string) => request<{ authenticated: boolean }>("POST", "/api/login", { token }),

@@ -15,6 +15,8 @@ import { Jobs } from "./pages/jobs.tsx";
 import { NotFound } from "./pages/not_found.tsx";
 import { Queues } from "./pages/queues.tsx";
 import { Runtimes } from "./pages/runtimes.tsx";
+import { Running } from "./pages/running.tsx";
+import { Kinds } from "./pages/kinds.tsx";
 import { matchRoute, type Route, useLocation } from "./router.ts";
 import { AppContext, type AppState } from "./state.ts";
 
@@ -35,6 +37,10 @@ function Page({ route }: { route: Route }) {
       return <Cron />;
     case "runtimes":
       return <Runtimes />;
+    case "running":
+      return <Running />;
+    case "kinds":
+      return <Kinds />;
     default:
       return <NotFound />;
   }

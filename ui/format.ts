@@ -23,29 +23,69 @@ export function fmtAge(seconds: number | null | undefined): string {
   return h % 24 ? `${d} d ${h % 24} h` : `${d} d`;
 }
 
-/** "12 s ago", "in 5 min", "just now". */
+/**
+ * "12 s ago", "in 5 min", "just now". Only a time in the past reads "just now": a time still ahead
+ * reads "in 1 s" at the least (a cron fire due in a moment is not one that happened).
+ */
 export function fmtRelative(iso: string | null | undefined, now = Date.now()): string {
   if (!iso) return "–";
   const t = Date.parse(iso);
   if (Number.isNaN(t)) return iso;
   const diff = (t - now) / 1000;
-  if (Math.abs(diff) < 2) return "just now";
-  const age = fmtAge(Math.abs(diff)).replace(/ (\d+) (s|min|h)$/, "");
-  return diff < 0 ? `${age} ago` : `in ${age}`;
+  if (diff > 0) return `in ${fmtAge(Math.max(1, Math.ceil(diff))).replace(/ (\d+) (s|min|h)$/, "")}`;
+  if (diff > -2) return "just now";
+  return `${fmtAge(-diff).replace(/ (\d+) (s|min|h)$/, "")} ago`;
+}
+
+/** A duration in milliseconds: "850 ms", "4.2 s", "3 min 20 s". */
+export function fmtDuration(ms: number | null | undefined): string {
+  if (ms === null || ms === undefined || !Number.isFinite(ms)) return "–";
+  if (ms < 0) ms = 0;
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  if (ms < 10_000) return `${(ms / 1000).toFixed(1)} s`;
+  return fmtAge(ms / 1000);
+}
+
+/** Milliseconds from `fromIso` to `toIso` (or to `now` when `toIso` is null); null without a start. */
+export function msBetween(
+  fromIso: string | null | undefined,
+  toIso: string | null | undefined,
+  now = Date.now(),
+): number | null {
+  if (!fromIso) return null;
+  const a = Date.parse(fromIso);
+  const b = toIso ? Date.parse(toIso) : now;
+  return Number.isNaN(a) || Number.isNaN(b) ? null : Math.max(0, b - a);
 }
 
 function pad(n: number): string {
   return String(n).padStart(2, "0");
 }
 
-/** Local time as "2026-11-22 06:07:33". */
+/** The browser's UTC offset at a date, as "+01:00" (or "UTC" when it is zero). */
+export function fmtOffset(d: Date): string {
+  const off = -d.getTimezoneOffset();
+  if (off === 0) return "UTC";
+  const a = Math.abs(off);
+  return `${off < 0 ? "-" : "+"}${pad(Math.floor(a / 60))}:${pad(a % 60)}`;
+}
+
+/** Local time with its offset: "2026-11-22 06:07:33 +01:00" ("… UTC" where local time is UTC). */
 export function fmtDateTime(iso: string | null | undefined): string {
   if (!iso) return "–";
   const d = new Date(iso);
   if (Number.isNaN(d.getTime())) return iso;
   return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${
     pad(d.getMinutes())
-  }:${pad(d.getSeconds())}`;
+  }:${pad(d.getSeconds())} ${fmtOffset(d)}`;
+}
+
+/** The same time in UTC: "2026-11-22 05:07:33 UTC" (shown on hover). */
+export function fmtUtc(iso: string | null | undefined): string {
+  if (!iso) return "–";
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return iso;
+  return `${d.toISOString().slice(0, 19).replace("T", " ")} UTC`;
 }
 
 /** Local "HH:MM" of a time. */

@@ -60,6 +60,8 @@ export type Route =
   | { page: "queues" }
   | { page: "cron" }
   | { page: "runtimes" }
+  | { page: "running" }
+  | { page: "kinds" }
   | { page: "not_found" };
 
 /** Maps a path to a page. Trailing slashes are ignored. */
@@ -72,5 +74,7 @@ export function matchRoute(path: string): Route {
   if (p === "/queues") return { page: "queues" };
   if (p === "/cron") return { page: "cron" };
   if (p === "/runtimes") return { page: "runtimes" };
+  if (p === "/running") return { page: "running" };
+  if (p === "/kinds") return { page: "kinds" };
   return { page: "not_found" };
 }

@@ -1,5 +1,6 @@
 /** @jsxImportSource preact */
 import type { ComponentChildren } from "preact";
+import { FindJob } from "./find_job.tsx";
 import type { ApiError, Capabilities } from "../api.ts";
 import type { Route } from "../router.ts";
 import { ErrorBanner } from "./error_banner.tsx";
@@ -7,8 +8,10 @@ import { Link } from "./link.tsx";
 
 const NAV: { page: Route["page"]; href: string; label: string; testid: string }[] = [
   { page: "dashboard", href: "/", label: "Dashboard", testid: "nav-dashboard" },
+  { page: "running", href: "/running", label: "Running", testid: "nav-running" },
   { page: "jobs", href: "/jobs", label: "Jobs", testid: "nav-jobs" },
   { page: "queues", href: "/queues", label: "Queues", testid: "nav-queues" },
+  { page: "kinds", href: "/kinds", label: "Kinds", testid: "nav-kinds" },
   { page: "cron", href: "/cron", label: "Cron", testid: "nav-cron" },
   { page: "runtimes", href: "/runtimes", label: "Runtimes", testid: "nav-runtimes" },
 ];
@@ -49,6 +52,7 @@ export function Layout(props: {
             </ul>
           </nav>
           <div class="topbar-meta">
+            {caps && <FindJob />}
             {caps?.read_only && (
               <span
                 class="badge badge-readonly"

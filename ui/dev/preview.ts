@@ -354,6 +354,39 @@ function queueInfo(name: string) {
   };
 }
 
+/** Made-up per-minute samples of the last hour: depth per queue, attempts per (queue, kind). */
+function samples(q: URLSearchParams) {
+  const out: Record<string, unknown>[] = [];
+  const queue = q.get("queue");
+  const kind = q.get("kind");
+  for (let m = 60; m >= 1; m--) {
+    const minute = iso(minuteOf(Date.now()) - m * 60_000);
+    const wave = 1 + Math.sin(m / 7);
+    if (!kind) {
+      for (const name of QUEUES) {
+        if (queue && name !== queue) continue;
+        out.push({ minute, queue: name, kind: null, depth: Math.round(wave * (3 + name.length)) });
+      }
+    }
+    for (const [k, name] of Object.entries(KINDS)) {
+      if ((queue && name !== queue) || (kind && k !== kind)) continue;
+      const completed = Math.round(wave * (2 + k.length / 2));
+      out.push({
+        minute,
+        queue: name,
+        kind: k,
+        depth: null,
+        completed,
+        failed: m % 9 === 0 ? 1 : 0,
+        retried: m % 5 === 0 ? 2 : 0,
+        run_p50_ms: 100 + k.length * 20,
+        run_p95_ms: 900 + k.length * 80,
+      });
+    }
+  }
+  return out;
+}
+
 const json = (body: unknown, status = 200) =>
   new Response(JSON.stringify(body), {
     status,
@@ -421,15 +454,45 @@ async function api(req: Request, path: string): Promise<Response> {
     }
     if (path === "/api/kinds") {
       return json({
-        kinds: Object.keys(KINDS).map((kind) => ({
-          kind,
-          counts: countsOf([...jobs.values()].filter((j) => j.kind === kind)),
-        })),
+        kinds: Object.keys(KINDS).map((kind, i) => {
+          const list = [...jobs.values()].filter((j) => j.kind === kind);
+          const completed = 40 + i * 17;
+          const failed = i % 3 === 0 ? 0 : i * 2;
+          return {
+            kind,
+            counts: countsOf(list),
+            completed_1h: completed,
+            failed_1h: failed,
+            failure_rate: (failed + i) / (completed + failed + i),
+            run_p50_ms: 80 * (i + 1) ** 2,
+            run_p95_ms: 400 * (i + 1) ** 2,
+          };
+        }),
       });
     }
+    if (path === "/api/running") {
+      const running = [...jobs.values()].filter((j) => j.state === "running")
+        .sort((a, b) => Date.parse(a.attempted_at ?? "9999") - Date.parse(b.attempted_at ?? "9999"));
+      return json({ jobs: running, truncated: false });
+    }
+    if (path === "/api/stats/samples") return json({ samples: samples(url.searchParams) });
     if (path === "/api/cron") return json({ cron });
     if (path === "/api/runtimes") return json({ runtimes });
-    if (path === "/api/storage") return json({ engine: "canonical", transition: "canonical" });
+    if (path === "/api/storage") {
+      return json({
+        state: "mixed_transition",
+        transition: "mixed_transition",
+        engine: "queue_storage",
+        prepared_engine: "queue_storage",
+        canonical_backlog: Math.max(0, 240 - Math.floor((Date.now() - start) / 1000)),
+        queue_storage_ready: true,
+        queue_storage_schema: "svc_qs",
+        runtimes: { canonical_only: 0, queue_storage_capable: 3 },
+        blockers: ["canonical backlog: unfinished jobs still in the canonical table"],
+        abort_possible: false,
+        next_step: "svc storage finalize",
+      });
+    }
     return fail(404, "not_found", `no route GET ${path}`);
   }
   if (req.method === "POST") {
@@ -468,6 +531,7 @@ async function api(req: Request, path: string): Promise<Response> {
     if (path === "/api/jobs/bulk-retry" || path === "/api/jobs/bulk-cancel") {
       const body = await req.json().catch(() => ({}));
       const retry = path.endsWith("retry");
+      const dry = body.dry_run === true;
       let n = 0;
       for (const j of jobs.values()) {
         if (body.state && j.state !== body.state) continue;
@@ -475,10 +539,12 @@ async function api(req: Request, path: string): Promise<Response> {
         if (body.queue && j.queue !== body.queue) continue;
         const terminal = TERMINAL.includes(j.state);
         if (retry && terminal) {
-          Object.assign(j, { state: "available", attempt: 0, run_at: iso(Date.now()), finalized_at: null });
+          if (!dry) {
+            Object.assign(j, { state: "available", attempt: 0, run_at: iso(Date.now()), finalized_at: null });
+          }
           n++;
         } else if (!retry && !terminal) {
-          Object.assign(j, { state: "cancelled", finalized_at: iso(Date.now()) });
+          if (!dry) Object.assign(j, { state: "cancelled", finalized_at: iso(Date.now()) });
           n++;
         }
       }

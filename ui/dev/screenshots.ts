@@ -1,6 +1,6 @@
 /// <reference lib="dom" />
 /**
- * Takes full-page screenshots of every page at 1280 px and 375 px with Debian's chromium, for a
+ * Takes full-page screenshots of every page at 1400 px and 400 px with Debian's chromium, for a
  * person to look at (not a test: the browser tests of `svc serve` assert things).
  *
  *   deno run -A ui/dev/preview.ts &                    # or a real `svc serve`
@@ -29,19 +29,23 @@ await Deno.mkdir(OUT, { recursive: true });
 const browser = await launchChromium();
 const failed = await firstJobId("failed");
 const waiting = await firstJobId("waiting_external");
+const completed = await firstJobId("completed");
 const pages: [string, string][] = [
   ["dashboard", "/"],
+  ["running", "/running"],
   ["jobs", "/jobs"],
   ["jobs-failed", "/jobs?state=failed"],
   ["queues", "/queues"],
+  ["kinds", "/kinds"],
   ["cron", "/cron"],
   ["runtimes", "/runtimes"],
 ];
 if (failed) pages.push(["job-failed", `/jobs/${failed}`]);
 if (waiting) pages.push(["job-waiting", `/jobs/${waiting}`]);
+if (completed) pages.push(["job-completed", `/jobs/${completed}`]);
 
 try {
-  for (const width of [1280, 375]) {
+  for (const width of [1400, 400]) {
     const context = await browser.newContext({ viewport: { width, height: width > 800 ? 900 : 812 } });
     const page = await context.newPage();
     page.on("pageerror", (e) => console.error(`page error on ${page.url()}: ${e.message}`));

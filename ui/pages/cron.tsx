@@ -5,7 +5,7 @@ import { api } from "../api.ts";
 import { Link } from "../components/link.tsx";
 import { TableWrap } from "../components/table_wrap.tsx";
 import { RelTime } from "../components/time.tsx";
-import { jsonPreview } from "../format.ts";
+import { fmtDateTime, jsonPreview } from "../format.ts";
 import { useAction, usePoll, useTitle } from "../hooks.ts";
 import { useApp } from "../state.ts";
 
@@ -63,7 +63,14 @@ export function Cron() {
                   <td>
                     <RelTime iso={c.last_fire_at} />
                   </td>
-                  <td>{c.paused ? <span class="muted">paused</span> : <RelTime iso={c.next_fire_at} />}</td>
+                  <td data-testid={`cron-next-${c.name}`}>
+                    {c.paused ? <span class="muted">paused</span> : (
+                      <>
+                        <RelTime iso={c.next_fire_at} />
+                        <div class="muted small">{fmtDateTime(c.next_fire_at)}</div>
+                      </>
+                    )}
+                  </td>
                   {!readOnly && (
                     <td class="cell-actions">
                       <div class="row-actions">

@@ -6,6 +6,7 @@ import { Link } from "../components/link.tsx";
 import { StorageCard } from "../components/storage_card.tsx";
 import { TableWrap } from "../components/table_wrap.tsx";
 import { ThroughputChart } from "../components/throughput_chart.tsx";
+import { SampleCharts } from "../components/sample_charts.tsx";
 import { fmtAge, fmtCount, stateLabel } from "../format.ts";
 import { usePoll, useTitle } from "../hooks.ts";
 import { isUnhealthy } from "./runtimes.tsx";
@@ -126,6 +127,7 @@ export function Dashboard() {
             <p class="muted">{stats.error ? "Not available: the stats could not be loaded." : "Loading…"}</p>
           </section>
         )}
+      <SampleCharts base="/" />
       <section class="card" aria-labelledby="dash-queues-title">
         <div class="card-head">
           <h2 id="dash-queues-title">Queues</h2>

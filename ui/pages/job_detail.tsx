@@ -9,8 +9,10 @@ import { JsonBlock } from "../components/json_block.tsx";
 import { Link } from "../components/link.tsx";
 import { StateBadge } from "../components/state_badge.tsx";
 import { TableWrap } from "../components/table_wrap.tsx";
-import { FullTime } from "../components/time.tsx";
+import { FullTime, RelTime } from "../components/time.tsx";
+import { fmtDuration } from "../format.ts";
 import { useAction, usePoll, useTitle } from "../hooks.ts";
+import { attemptLimit, errorsAreHistory, runMs, waitMs } from "../job_facts.ts";
 import { useApp } from "../state.ts";
 
 function Actions({ detail, onChanged }: { detail: Detail; onChanged: () => void }) {
@@ -54,6 +56,24 @@ function Actions({ detail, onChanged }: { detail: Detail; onChanged: () => void 
         </button>
       )}
     </div>
+  );
+}
+
+/** "2 of 2 — the kind's limit (the job's own max_attempts is 25)" (D-9: the limit stored at claim). */
+function AttemptLimit({ job }: { job: Detail["job"] }) {
+  const l = attemptLimit(job);
+  return (
+    <>
+      {job.attempt} of {l.limit}
+      {l.byKind && (
+        <span class="muted note" data-testid="job-attempt-limit-note">
+          — the kind's limit (the job's own max_attempts is {job.max_attempts})
+        </span>
+      )}
+      {!l.stored && job.attempt === 0 && (
+        <span class="muted note">(a lower limit of its kind applies from its first claim)</span>
+      )}
+    </>
   );
 }
 
@@ -111,7 +131,21 @@ export function JobDetail({ id }: { id: string }) {
             <dt>Priority</dt>
             <dd>{j.priority}</dd>
             <dt>Attempt</dt>
-            <dd data-testid="job-attempt">{j.attempt} of {j.effective_max_attempts ?? j.max_attempts}</dd>
+            <dd data-testid="job-attempt">
+              <AttemptLimit job={j} />
+            </dd>
+            <dt>Wait</dt>
+            <dd
+              data-testid="job-wait"
+              title="From enqueue or run_at (the later) to the start of the latest attempt"
+            >
+              {fmtDuration(waitMs(j))}
+            </dd>
+            <dt>Run time</dt>
+            <dd data-testid="job-run-time" title="From the start of the latest attempt to its end (or now)">
+              {fmtDuration(runMs(j))}
+              {j.state === "running" && j.attempted_at && <span class="muted">(so far)</span>}
+            </dd>
             <dt>Tags</dt>
             <dd>
               {j.tags.length
@@ -183,19 +217,27 @@ export function JobDetail({ id }: { id: string }) {
 
       <section class="card" aria-labelledby="job-errors-title" data-testid="job-errors">
         <h2 id="job-errors-title">Errors ({j.errors.length})</h2>
-        {j.errors.length === 0 ? <p class="muted">No attempt has failed.</p> : (
-          <ol class="errors">
-            {j.errors.map((e, i) => (
-              <li key={`${e.attempt}-${i}`} data-testid={`job-error-${e.attempt}`}>
-                <div class="error-head">
-                  <strong>Attempt {e.attempt}</strong> <FullTime iso={e.at} />
-                  {e.terminal && <span class="badge state-failed">terminal</span>}
-                </div>
-                <pre class="error-text" tabIndex={0}>{e.error}</pre>
-              </li>
-            ))}
-          </ol>
+        {errorsAreHistory(j) && (
+          <p class="muted" data-testid="job-errors-history">
+            Earlier attempts failed; the job went on and is now{" "}
+            {j.state.replace(/_/g, " ")}. These errors are its history, not its outcome.
+          </p>
         )}
+        {j.errors.length === 0
+          ? <p class="muted">No attempt has failed.</p>
+          : (
+            <ol class={errorsAreHistory(j) ? "errors errors-history" : "errors"}>
+              {j.errors.map((e, i) => (
+                <li key={`${e.attempt}-${i}`} data-testid={`job-error-${e.attempt}`}>
+                  <div class="error-head">
+                    <strong>Attempt {e.attempt}</strong> <FullTime iso={e.at} />
+                    {e.terminal && <span class="badge state-failed">terminal</span>}
+                  </div>
+                  <pre class="error-text" tabIndex={0}>{e.error}</pre>
+                </li>
+              ))}
+            </ol>
+          )}
       </section>
 
       <section class="card" aria-labelledby="job-callbacks-title">
@@ -204,7 +246,7 @@ export function JobDetail({ id }: { id: string }) {
           ? <p class="muted" data-testid="job-callbacks-empty">No callback was registered.</p>
           : (
             <TableWrap label="Callbacks" testid="job-callbacks">
-              <table>
+              <table class="stacked">
                 <thead>
                   <tr>
                     <th scope="col">Id</th>
@@ -219,24 +261,25 @@ export function JobDetail({ id }: { id: string }) {
                 <tbody>
                   {d.callbacks.map((c) => (
                     <tr key={c.id} data-testid={`callback-row-${c.id}`}>
-                      <td>
-                        <code>{c.id}</code>
+                      <td class="cell-id" data-label="Id">
+                        <code title={c.id}>{c.id}</code>
                       </td>
-                      <td class="num">{c.attempt}</td>
-                      <td>
+                      <td class="num" data-label="Attempt">{c.attempt}</td>
+                      <td data-label="State">
                         <span class={`badge cb-${c.state}`}>{c.state.replace(/_/g, " ")}</span>
                       </td>
-                      <td>
-                        <FullTime iso={c.deadline_at} />
+                      <td data-label="Deadline">
+                        <RelTime iso={c.deadline_at} />
                       </td>
-                      <td>
-                        <FullTime iso={c.created_at} />
+                      <td data-label="Created">
+                        <RelTime iso={c.created_at} />
                       </td>
-                      <td>
-                        <FullTime iso={c.resolved_at} />
+                      <td data-label="Resolved" data-testid={`callback-resolved-${c.id}`}>
+                        <RelTime iso={c.resolved_at} />
                       </td>
                       <td
                         class="num"
+                        data-label="Refused"
                         data-testid={`callback-refused-${c.id}`}
                         title={c.last_rejection
                           ? `last: ${c.last_rejection.status} ${c.last_rejection.code} at ${c.last_rejection.at}`
