@@ -5,11 +5,13 @@
  * its own, never through a system's pool, so its bookkeeping queries are the same for every system.
  */
 import postgres from "postgres";
+import process from "node:process";
+import { readFileSync } from "node:fs";
 
 export type Sql = ReturnType<typeof postgres>;
 
 /** Admin URL (a database the harness may CREATE/DROP DATABASE from). */
-export const ADMIN_URL = Deno.env.get("BENCH_DATABASE_URL") ??
+export const ADMIN_URL = process.env.BENCH_DATABASE_URL ??
   "postgres://postgres@127.0.0.1:5432/postgres";
 
 export function sleep(ms: number): Promise<void> {
@@ -38,7 +40,7 @@ export function harnessSql(url: string): Sql {
 
 /** CREATE DATABASE for one phase; returns its URL. Names start with bench_ and carry the pid. */
 export async function createDatabase(label: string): Promise<{ name: string; url: string }> {
-  const name = `bench_${label}_${Deno.pid}`.toLowerCase().replace(/[^a-z0-9_]/g, "_");
+  const name = `bench_${label}_${process.pid}`.toLowerCase().replace(/[^a-z0-9_]/g, "_");
   const sql = harnessSql(ADMIN_URL);
   try {
     await sql.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
@@ -56,6 +58,42 @@ export async function dropDatabase(name: string): Promise<void> {
   } finally {
     await sql.end({ timeout: 5 });
   }
+}
+
+/**
+ * CPU time (user + system, in seconds) of the backends serving the harness connection's database, by pid
+ * (the harness's own backends left out), read from /proc/<pid>/stat. A backend that exits between two reads
+ * loses its time; one that starts after the first read counts from 0.
+ */
+export async function backendCpu(sql: Sql): Promise<Map<number, number>> {
+  const rows = await sql<{ pid: number }[]>`
+    select pid from pg_stat_activity
+     where datname = current_database() and pid <> pg_backend_pid() and application_name <> 'bench-harness'`;
+  const out = new Map<number, number>();
+  for (const { pid } of rows) {
+    const s = cpuOfPid(pid);
+    if (s !== null) out.set(pid, s);
+  }
+  return out;
+}
+
+/** utime + stime of a process in seconds (clock ticks of 1/100 s, Linux's USER_HZ), or null. */
+function cpuOfPid(pid: number): number | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // Fields after the command name (which may hold spaces) start at state, field 3; utime is 14, stime 15.
+    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return (Number(f[11]) + Number(f[12])) / 100;
+  } catch {
+    return null;
+  }
+}
+
+/** Seconds of backend CPU between two `backendCpu` reads (backends new in `after` count from 0). */
+export function backendCpuDelta(before: Map<number, number>, after: Map<number, number>): number {
+  let s = 0;
+  for (const [pid, t] of after) s += t - (before.get(pid) ?? 0);
+  return s;
 }
 
 /** Nearest-rank percentile of an unsorted sample. */

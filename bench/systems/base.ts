@@ -6,11 +6,18 @@
  * batch enqueue, drain, pickup latency) are built on them here, once, so every system is timed by
  * the same code.
  */
-import { harnessSql, now, percentile, sleep, type Sql } from "../lib.ts";
+import process from "node:process";
+import { backendCpu, backendCpuDelta, harnessSql, now, percentile, sleep, type Sql } from "../lib.ts";
 
 /** What the handler receives: `t` is the enqueue timestamp (performance.now()) or 0. */
 export interface BenchPayload {
   t: number;
+}
+
+/** A system's configuration: tuned for speed (the default) or the system's own defaults. */
+export interface Variant {
+  /** The system's defaults except concurrency. */
+  defaults?: boolean;
 }
 
 export interface SetupOptions {
@@ -22,6 +29,12 @@ export interface SetupOptions {
 
 export interface DrainResult {
   jobsPerSec: number;
+  /** Jobs measured: all n, or those a windowed drain finished within its window. */
+  jobs: number;
+  /** CPU-seconds (user + system) of this process, worker start to the last job finished. */
+  workerCpuS: number;
+  /** CPU-seconds of the PostgreSQL backends serving the database over the same window. */
+  dbCpuS: number;
   /** Worker start call to start() resolved, ms. */
   startupMs: number;
   /** Handler count reached n to all jobs finished in the database, ms. */
@@ -50,6 +63,11 @@ export interface BenchSystem {
   enqueueBatch(n: number, batchSize: number): Promise<number>;
   /** Starts workers on n queued jobs and returns once every one of them is finished in the database. */
   drain(n: number, concurrency: number): Promise<DrainResult>;
+  /**
+   * Starts workers on n queued jobs and measures until all n reached the handler or `windowMs` passed,
+   * whichever comes first (for configurations that would take hours to drain a large backlog).
+   */
+  drainWindow(n: number, concurrency: number, windowMs: number): Promise<DrainResult>;
   /** Workers idle for `idleMs`; `count` jobs enqueued `gapMs` apart; enqueue-to-handler-start samples in ms. */
   pickupLatency(count: number, gapMs: number, concurrency: number, idleMs?: number): Promise<number[]>;
   /** svc only: HTTP worker round trip through a local function server. */
@@ -115,6 +133,14 @@ export abstract class BaseSystem implements BenchSystem {
   }
 
   async drain(n: number, concurrency: number): Promise<DrainResult> {
+    return await this.measureDrain(n, concurrency, Infinity);
+  }
+
+  async drainWindow(n: number, concurrency: number, windowMs: number): Promise<DrainResult> {
+    return await this.measureDrain(n, concurrency, windowMs);
+  }
+
+  private async measureDrain(n: number, concurrency: number, windowMs: number): Promise<DrainResult> {
     let seen = 0;
     let first = 0;
     let resolveAll!: () => void;
@@ -126,19 +152,46 @@ export abstract class BaseSystem implements BenchSystem {
     const tStart = now();
     await this.startWorkers(concurrency, onJob);
     const tReady = now();
-    await withTimeout(allSeen, 60_000 + n * 2, () => `drain: only ${seen} of ${n} jobs reached the handler`);
+    // CPU is counted from here: a worker's start-up (connections, election, ...) is not a cost per job.
+    const cpu0 = process.cpuUsage();
+    const db0 = await backendCpu(this.sql);
+    let windowTimer: ReturnType<typeof setTimeout> | undefined;
+    const window = Number.isFinite(windowMs)
+      ? new Promise<void>((r) => (windowTimer = setTimeout(r, windowMs)))
+      : new Promise<void>(() => {});
+    try {
+      await withTimeout(
+        Promise.race([allSeen, window]),
+        60_000 + n * 2,
+        () => `drain: only ${seen} of ${n} jobs reached the handler`,
+      );
+    } finally {
+      clearTimeout(windowTimer);
+    }
     const tSeen = now();
-    // The handler has run for every job; the drain ends when the database agrees they are done.
-    const until = now() + 60_000;
-    while ((await this.unfinished()) > 0) {
-      if (now() > until) throw new Error("drain: jobs still unfinished 60 s after every handler ran");
-      await sleep(2);
+    const jobs = seen;
+    // Every handler ran (a full drain): the drain ends when the database agrees they are done.
+    if (jobs === n) {
+      const until = now() + 60_000;
+      while ((await this.unfinished()) > 0) {
+        if (now() > until) throw new Error("drain: jobs still unfinished 60 s after every handler ran");
+        await sleep(2);
+      }
     }
     const tEnd = now();
+    const cpu = process.cpuUsage(cpu0);
+    const db1 = await backendCpu(this.sql);
     await this.stopWorkers();
     // The clock starts when the worker is ready, or at its first job if it began before start() resolved.
     const t0 = first > 0 ? Math.min(tReady, first) : tReady;
-    return { jobsPerSec: n / ((tEnd - t0) / 1000), startupMs: tReady - tStart, settleMs: tEnd - tSeen };
+    return {
+      jobsPerSec: jobs / ((tEnd - t0) / 1000),
+      jobs,
+      workerCpuS: (cpu.user + cpu.system) / 1e6,
+      dbCpuS: backendCpuDelta(db0, db1),
+      startupMs: tReady - tStart,
+      settleMs: tEnd - tSeen,
+    };
   }
 
   async pickupLatency(count: number, gapMs: number, concurrency: number, idleMs = 1000): Promise<number[]> {

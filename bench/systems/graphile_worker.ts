@@ -1,16 +1,18 @@
 /**
- * graphile-worker adapter, configured as its performance documentation recommends for speed: the
+ * graphile-worker adapter. Tuned (the default here), as its performance documentation recommends for speed: the
  * local queue (`localQueue.size` 500: the pool fetches and locks a batch of jobs and hands them
  * to its workers without a round trip each) and batched completion and failure
  * (`completeJobBatchDelay: 0`, `failJobBatchDelay: 0`). Jobs are added with WorkerUtils `addJob`
- * (single) and `addJobs` (batch). graphile-worker deletes a job when it completes. Runs in this
- * Deno process through npm: specifiers (Deno's Node compatibility).
+ * (single) and `addJobs` (batch). With `{ defaults: true }`: graphile-worker's defaults except
+ * `concurrency` (no local queue, completions one by one). graphile-worker deletes a job when it completes.
+ * Runs under Deno's Node compatibility (npm: specifiers) or, bundled, under Node (bench/node.ts).
  */
 import { Logger, makeWorkerUtils, run, type Runner, type WorkerUtils } from "graphile-worker";
-import { BaseSystem, type BenchPayload, type JobHandler } from "./base.ts";
+import process from "node:process";
+import { BaseSystem, type BenchPayload, type JobHandler, type Variant } from "./base.ts";
 
 const TASK = "bench_noop";
-const LOCAL_QUEUE_SIZE = Number(Deno.env.get("BENCH_GW_LOCAL_QUEUE") ?? 500);
+const LOCAL_QUEUE_SIZE = Number(process.env.BENCH_GW_LOCAL_QUEUE ?? 500);
 const silent = new Logger(() => () => {});
 
 export default class GraphileWorkerSystem extends BaseSystem {
@@ -20,7 +22,14 @@ export default class GraphileWorkerSystem extends BaseSystem {
   private utils: WorkerUtils | null = null;
   private runner: Runner | null = null;
 
+  constructor(private readonly variant: Variant = {}) {
+    super();
+  }
+
   describe(concurrency: number, poolSize: number): string {
+    if (this.variant.defaults) {
+      return `graphile-worker 0.18.0 at its defaults: run({ concurrency: ${concurrency}, maxPoolSize: ${poolSize} })`;
+    }
     return `graphile-worker 0.18.0: run({ concurrency: ${concurrency}, maxPoolSize: ${poolSize}, ` +
       `preset: { worker: { localQueue: { size: ${LOCAL_QUEUE_SIZE} }, completeJobBatchDelay: 0, ` +
       `failJobBatchDelay: 0 } } }); WorkerUtils.addJob() for single enqueue, addJobs() for batches`;
@@ -58,13 +67,15 @@ export default class GraphileWorkerSystem extends BaseSystem {
           await Promise.resolve();
         },
       },
-      preset: {
-        worker: {
-          localQueue: { size: LOCAL_QUEUE_SIZE },
-          completeJobBatchDelay: 0,
-          failJobBatchDelay: 0,
+      ...(this.variant.defaults ? {} : {
+        preset: {
+          worker: {
+            localQueue: { size: LOCAL_QUEUE_SIZE },
+            completeJobBatchDelay: 0,
+            failJobBatchDelay: 0,
+          },
         },
-      },
+      }),
     });
   }
 

@@ -7,7 +7,6 @@
  * mod.ts is imported lazily: when it is missing, or lacks createClient/createWorker, `load()`
  * throws and the harness skips svc with the reason.
  */
-// deno-lint-ignore-file no-explicit-any
 import {
   BaseSystem,
   type BenchPayload,
@@ -16,6 +15,7 @@ import {
   withTimeout,
 } from "./base.ts";
 import { now, sleep } from "../lib.ts";
+import process from "node:process";
 
 const KIND = "bench_noop";
 const HTTP_KIND = "bench_http";
@@ -31,6 +31,11 @@ const silent = {
 };
 
 let svc: any = null;
+
+/** Uses an already imported mod.ts (the bundle for Node imports it statically). */
+export function useModule(mod: any): void {
+  svc = mod;
+}
 
 /** Imports mod.ts; throws with a clear message when svc's core library is not there yet. */
 export async function load(): Promise<any> {
@@ -50,7 +55,7 @@ export async function load(): Promise<any> {
 }
 
 function claimers(): number | undefined {
-  const v = Deno.env.get("BENCH_SVC_CLAIMERS");
+  const v = process.env.BENCH_SVC_CLAIMERS;
   return v ? Number(v) : undefined;
 }
 
@@ -60,14 +65,25 @@ export default class SvcSystem extends BaseSystem {
   /** The storage engine of the run's database (the default: queue storage). */
   readonly engine: "queue_storage" | "canonical" = "queue_storage";
   readonly schemas = ["svc", "svc_qs"];
+  /** Jobs a queue may hold beyond its free slots (the worker's `prefetch`; 0, its default, is off). */
+  readonly prefetch: number = 0;
   private client: any = null;
   private worker: any = null;
 
-  describe(concurrency: number, poolSize: number): string {
+  /** The queue's options at a concurrency. */
+  private queueConfig(concurrency: number): Record<string, number> {
     const c = claimers();
+    return {
+      maxWorkers: concurrency,
+      ...(c ? { claimers: c } : {}),
+      ...(this.prefetch ? { prefetch: this.prefetch } : {}),
+    };
+  }
+
+  describe(concurrency: number, poolSize: number): string {
+    const q = Object.entries(this.queueConfig(concurrency)).map(([k, v]) => `${k}: ${v}`).join(", ");
     return `svc (this repo, storage engine ${this.engine}): createClient({ maxConnections: ${poolSize} }), ` +
-      `createWorker({ client, queues: ` +
-      `{ default: { maxWorkers: ${concurrency}${c ? `, claimers: ${c}` : ""} } }, handlers: { ${KIND} } }) ` +
+      `createWorker({ client, queues: { default: { ${q} } }, handlers: { ${KIND} } }) ` +
       `with default timings; client.enqueue() for single enqueue, client.enqueueMany() for batches`;
   }
 
@@ -98,9 +114,8 @@ export default class SvcSystem extends BaseSystem {
   }
 
   protected async startWorkers(concurrency: number, onJob: JobHandler): Promise<void> {
-    const c = claimers();
     this.worker = svc.createWorker(this.workerOptions({
-      queues: { default: c ? { maxWorkers: concurrency, claimers: c } : { maxWorkers: concurrency } },
+      queues: { default: this.queueConfig(concurrency) },
       handlers: {
         [KIND]: async (job: any) => {
           onJob(job.args as BenchPayload);
@@ -118,9 +133,21 @@ export default class SvcSystem extends BaseSystem {
     if (w) await w.shutdown(10_000);
   }
 
+  /**
+   * Counted on the harness's own connection, as for the peers (not through svc's pool, whose statements
+   * would count as svc's work). On queue storage each job of the bench is one ready row and, once its
+   * attempt ended, one closure: the difference, plus deferred and parked jobs, is what is unfinished.
+   */
   protected async unfinished(): Promise<number> {
-    const page = await this.client.listJobs({ state: UNFINISHED, limit: 1000 });
-    return page.jobs.length;
+    if (this.engine === "queue_storage") {
+      const [{ n }] = await this.sql`
+        select ((select count(*) from svc_qs.ready) - (select count(*) from svc_qs.closed)
+                + (select count(*) from svc_qs.deferred) + (select count(*) from svc_qs.parked))::int as n`;
+      return n;
+    }
+    const [{ n }] = await this
+      .sql`select count(*)::int as n from svc.jobs where state::text = any(${UNFINISHED})`;
+    return n;
   }
 
   /**
