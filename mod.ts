@@ -19,6 +19,7 @@ export type { JobContext } from "./src/worker/job_context.ts";
 export { CallbackEndedError } from "./src/worker/job_context.ts";
 export type { WorkerEvents } from "./src/worker/events.ts";
 export { silentLogger } from "./src/worker/logger.ts";
+export { metricsText } from "./src/metrics/svc_metrics.ts";
 export {
   CallbackNotFoundError,
   CallbackNotPendingError,

@@ -270,18 +270,27 @@ end $$;
 -- Gives back a claimed attempt that never started (a prefetched job): `available` again, its attempt
 -- not consumed; the lease keeps its new value, so a late writer of that claim changes nothing.
 create function canonical_give_back(p_id bigint, p_lease integer) returns boolean
-language sql set search_path from current as $$
-  with upd as (
-    update jobs set state = 'available', attempt = attempt - 1, attempted_at = null, attempted_by = null,
-           heartbeat_at = null, deadline_at = null, run_at = now()
-     where id = p_id and lease = p_lease and state = 'running' and attempted_at is null
-    returning queue)
-  select count(pg_notify(current_schema() || '_jobs', queue)) > 0 from upd
-$$;
+language plpgsql set search_path from current as $$
+declare
+  v_queue text;
+begin
+  update jobs set state = 'available', attempt = attempt - 1, attempted_at = null, attempted_by = null,
+         heartbeat_at = null, deadline_at = null, run_at = now()
+   where id = p_id and lease = p_lease and state = 'running' and attempted_at is null
+  returning queue into v_queue;
+  if v_queue is null then
+    return false;
+  end if;
+  perform pg_notify(current_schema() || '_jobs', v_queue);
+  return true;
+end $$;
 
-create function canonical_get_job(p_id bigint) returns jsonb language sql stable set search_path from current as $$
-  select job_json(to_jsonb(j)) from jobs j where j.id = p_id
-$$;
+-- Functions on the hot paths are plpgsql, not sql: a plpgsql statement's plan is kept across calls, a
+-- SQL function's query is planned on every call (which cost more than running it, for the views).
+create function canonical_get_job(p_id bigint) returns jsonb language plpgsql stable set search_path from current as $$
+begin
+  return (select job_json(to_jsonb(j)) from jobs j where j.id = p_id);
+end $$;
 
 -- The keyset cursor of job listings: base64 of "id:<n>" (without padding).
 create function encode_job_cursor(p_id bigint) returns text language sql immutable set search_path from current as $$
@@ -868,9 +877,10 @@ create view {{qs}}.jobs as
 -- queues, storage_state, helpers) and name their own tables with the queue-storage schema.
 ------------------------------------------------------------------------------------------------------
 
-create function {{qs}}.current_slot() returns smallint language sql stable set search_path from current as $$
-  select slot from {{qs}}.ring_rotations order by generation desc limit 1
-$$;
+create function {{qs}}.current_slot() returns smallint language plpgsql stable set search_path from current as $$
+begin
+  return (select slot from {{qs}}.ring_rotations order by generation desc limit 1);
+end $$;
 
 -- Takes a producer lock on one shard of the lane (queue, priority) until commit and returns the shard:
 -- first the transaction's own shard (so a transaction that enqueues twice keeps one), then any free one,
@@ -1097,7 +1107,11 @@ end $$;
 
 -- Records that prefetched attempts started (their handler runs only after this commits).
 create function {{qs}}.record_starts(p_items jsonb) returns setof bigint
-language sql set search_path from current as $$
+-- plpgsql, not sql: its statement's plan is kept across calls (a SQL function is planned on every call,
+-- which cost more than the insert itself).
+language plpgsql set search_path from current as $$
+begin
+  return query
   insert into {{qs}}.starts (slot, job_id, lease)
   select t.slot, t.job_id, t.lease
     from jsonb_to_recordset(p_items) as i(id bigint, lease integer, slot smallint)
@@ -1111,8 +1125,8 @@ language sql set search_path from current as $$
    where (select true from {{qs}}.closed c
            where c.job_id = t.job_id and c.lease = t.lease and c.slot = t.slot limit 1) is null
   on conflict do nothing
-  returning job_id
-$$;
+  returning job_id;
+end $$;
 
 -- Ends attempts exactly once. For each item {ord, id, lease, action[, slot, queue, priority, shard, seq]}
 -- it inserts the ring closure when the attempt is an open claim in the ring (the closure's primary key
@@ -1380,14 +1394,16 @@ end $$;
 -- Whether the attempt (job, lease) is open: 'ring' (an open claim in the ring), 'running' or
 -- 'waiting_external' (parked), or null (ended, or never existed).
 create function {{qs}}.attempt_place(p_job bigint, p_lease integer) returns text
-language sql stable set search_path from current as $$
-  select coalesce(
+language plpgsql stable set search_path from current as $$
+begin
+  return coalesce(
     (select p.state from {{qs}}.parked p where p.job_id = p_job and p.lease = p_lease),
     (select 'ring' from {{qs}}.spent t
       where t.job_id = p_job and t.lease = p_lease and t.is_claim
-        and not exists (select 1 from {{qs}}.closed c where c.job_id = t.job_id and c.lease = t.lease and c.slot = t.slot)
-      limit 1))
-$$;
+        and (select true from {{qs}}.closed c
+              where c.job_id = t.job_id and c.lease = t.lease and c.slot = t.slot limit 1) is null
+      limit 1));
+end $$;
 
 -- Parks attempts in waiting_external until their callback, unless the callback is no longer pending:
 -- an attempt in the ring gets the closure `park` and a parked row; a parked running attempt (resumed
@@ -1559,9 +1575,10 @@ begin
   end loop;
 end $$;
 
-create function {{qs}}.get_job(p_id bigint) returns jsonb language sql stable set search_path from current as $$
-  select job_json(to_jsonb(j)) from {{qs}}.jobs j where j.id = p_id order by j.lease desc limit 1
-$$;
+create function {{qs}}.get_job(p_id bigint) returns jsonb language plpgsql stable set search_path from current as $$
+begin
+  return (select job_json(to_jsonb(j)) from {{qs}}.jobs j where j.id = p_id order by j.lease desc limit 1);
+end $$;
 
 -- A page of jobs, newest first: each place of a job (available, running, parked, deferred, finished)
 -- is read newest first with the filter and the page size, and the pages are merged.
@@ -2272,10 +2289,11 @@ begin
       from jsonb_populate_record(null::jobs, v_job) r;
 end $$;
 
-create function get_job(p_id bigint) returns jsonb language sql stable set search_path from current as $$
-  select coalesce(case when read_queue_storage() then {{qs}}.get_job(p_id) end,
-                  case when read_canonical() then canonical_get_job(p_id) end)
-$$;
+create function get_job(p_id bigint) returns jsonb language plpgsql stable set search_path from current as $$
+begin
+  return coalesce(case when read_queue_storage() then {{qs}}.get_job(p_id) end,
+                  case when read_canonical() then canonical_get_job(p_id) end);
+end $$;
 
 -- {jobs, next_cursor}; filters {state, kind, queue, tag, q, limit, cursor}.
 create function list_jobs(p_filter jsonb default '{}') returns jsonb

@@ -189,6 +189,10 @@ export interface RuntimeInfo {
   heartbeatAt: Date;
   /** Heartbeated within three heartbeat intervals. */
   live: boolean;
+  /** The rescue window it reported (ms): an attempt without a heartbeat for longer is rescued. */
+  rescueAfterMs?: number | null;
+  /** Attempts it was running at its last heartbeat (as it reported them). */
+  inFlight?: number | null;
 }
 
 /** Anything with the four log methods (console works). */

@@ -104,6 +104,8 @@ export function runtimeToJson(r: RuntimeInfo): Record<string, unknown> {
     started_at: iso(r.startedAt),
     heartbeat_at: iso(r.heartbeatAt),
     live: r.live,
+    rescue_after_ms: r.rescueAfterMs ?? null,
+    in_flight: r.inFlight ?? null,
   };
 }
 

@@ -1,9 +1,9 @@
 /**
- * `svc callbacks serve`: the callback-only role (contract 4.1). Mounts exactly the three POST routes
+ * `svc callbacks serve`: the callback-only role (docs/guide/http-workers.md). Mounts exactly the three POST routes
  * of the receiver under the prefix: no UI, no admin routes, no CORS. Refuses to start without a
  * secret (unless `--allow-unsigned`), with a malformed secret, or against a read-only database.
  */
-import { Command, InvalidArgumentError } from "npm:commander@14.0.3";
+import { Command } from "npm:commander@14.0.3";
 import type { Client } from "../client/client.ts";
 import { DEFAULT_CALLBACK_PATH_PREFIX } from "../contract/callback_url.ts";
 import { parseSecret } from "../contract/signature.ts";
@@ -14,6 +14,7 @@ import { env, eprintln } from "../runtime/runtime.ts";
 import {
   CliError,
   connectCli,
+  intArg,
   poolSizeOption,
   servingClient,
   toCliError,
@@ -21,16 +22,6 @@ import {
   withDb,
 } from "./common.ts";
 import { serveUntilSignal } from "./listen.ts";
-
-function intOption(name: string, min: number, max: number) {
-  return (v: string): number => {
-    const n = Number(v);
-    if (!/^\d+$/.test(v) || n < min || n > max) {
-      throw new InvalidArgumentError(`${name} must be an integer from ${min} to ${max}`);
-    }
-    return n;
-  };
-}
 
 /** The signing mode from the flags and the environment, or the one-line refusal. */
 export function callbackAuth(secretHex: string | undefined, allowUnsigned: boolean): CallbackAuth {
@@ -83,7 +74,7 @@ export function callbacksCommand(): Command {
       "run only the callback receiver: POST {prefix}/{callback_id}/complete|fail|heartbeat (no UI, no admin API, no CORS)",
     )
     .option("--host <host>", "address to listen on", "127.0.0.1")
-    .option("--port <port>", "port to listen on (0 picks a free one)", intOption("--port", 0, 65535), 4000)
+    .option("--port <port>", "port to listen on (0 picks a free one)", intArg("--port", 0, 65535), 4000)
     .option(
       "--callback-hmac-secret <hex>",
       "64-hex-character secret shared with the workers' hmacSecret (default: env SERVICE_CALLBACK_HMAC_SECRET)",

@@ -132,7 +132,7 @@ export function databaseUrl(cmd: Command): string {
 }
 
 /**
- * A one-connection client for an operator command (contract section 8). The driver's own connect
+ * A one-connection client for an operator command (docs/reference/cli.md). The driver's own connect
  * timeout is a second longer than `--connect-timeout`, so that the deadline of `connectCli` speaks first.
  */
 export function cliClient(cmd: Command): Client {
@@ -261,7 +261,7 @@ export function timeText(d: Date | null): string {
   return d ? new Date(d).toISOString().replace(/\.\d{3}Z$/, "Z") : "-";
 }
 
-/** Default `--pool-max` of the serving commands (contract section 8). */
+/** Default `--pool-max` of the serving commands (docs/reference/cli.md, `svc serve`). */
 export const DEFAULT_POOL_MAX = 10;
 
 /** Parser of `--pool-max` (and of SERVICE_POOL_MAX): an integer from 1 to 1000. */

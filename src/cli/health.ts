@@ -1,5 +1,5 @@
 /**
- * `svc health [--json]`: the cluster's health from the database alone (contract 2.6, 4.5). Exit 0
+ * `svc health [--json]`: the cluster's health from the database alone (docs/reference/cli.md). Exit 0
  * ready; 1 unreachable or unmigrated, with the reason as the one-line error; 2 usage error. Fleet
  * counts are informational: a cluster with zero workers is still ready.
  */

@@ -67,7 +67,7 @@ function listCommand(): Command {
             j.kind,
             j.queue,
             j.state,
-            `${j.attempt}/${j.maxAttempts}`,
+            `${j.attempt}/${j.effectiveMaxAttempts ?? j.maxAttempts}`, // the limit that applied (D-9)
             timeText(j.runAt),
             j.errors.length ? j.errors[j.errors.length - 1].error.split("\n")[0].slice(0, 60) : null,
           ]),

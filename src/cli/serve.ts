@@ -1,5 +1,5 @@
 /**
- * `svc serve`: the operator process (contract 4.4): the admin UI, the admin REST API under `/api`
+ * `svc serve`: the operator process (docs/guide/operations.md, "Running `svc serve`"): the admin UI, the admin REST API under `/api`
  * and the callback receiver under `/api/callbacks`, behind one router. CORS is permissive for reads;
  * changes from another site's pages are refused unless listed with `--cors-origin`; `--auth-token`
  * (or SERVICE_AUTH_TOKEN) makes the API require a token.
@@ -15,22 +15,13 @@ import {
   CliError,
   connectCli,
   DEFAULT_POOL_MAX,
+  intArg,
   poolSizeOption,
   servingClient,
   toCliError,
   UsageError,
   withDb,
 } from "./common.ts";
-
-/** Default `--pool-max` (contract section 8). */
-export const DEFAULT_SERVE_POOL_MAX: number = DEFAULT_POOL_MAX;
-
-function portNumber(v: string): number {
-  if (!/^\d{1,5}$/.test(v) || Number(v) > 65535) {
-    throw new InvalidArgumentError("--port must be an integer from 0 to 65535");
-  }
-  return Number(v);
-}
 
 function origin(v: string, previous: string[] = []): string[] {
   let u: URL;
@@ -75,7 +66,7 @@ export function serveCommand(): Command {
   return withDb(new Command("serve"))
     .description("serve the admin UI, the admin REST API (/api) and the callback receiver (/api/callbacks)")
     .option("--host <host>", "address to listen on", "127.0.0.1")
-    .option("--port <port>", "port to listen on (0 picks a free one)", portNumber, 3000)
+    .option("--port <port>", "port to listen on (0 picks a free one)", intArg("--port", 0, 65535), 3000)
     .option(
       "--read-only",
       "refuse every change, callbacks included, with 503 (default: env SERVICE_READ_ONLY=1)",
@@ -87,7 +78,7 @@ export function serveCommand(): Command {
     )
     .option(
       "--pool-max <n>",
-      `database connections (default: env SERVICE_POOL_MAX or ${DEFAULT_SERVE_POOL_MAX})`,
+      `database connections (default: env SERVICE_POOL_MAX or ${DEFAULT_POOL_MAX})`,
       (v: string) => poolSizeOption(v),
     )
     .option(

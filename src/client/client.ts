@@ -32,6 +32,8 @@ import { type CallbackResult, resolveExternal } from "./external.ts";
 import { env } from "../runtime/runtime.ts";
 import { checkJobCursor, checkText } from "../validation.ts";
 import { type CronMethods, cronMethods } from "./cron.ts";
+import { svcMetrics } from "../metrics/svc_metrics.ts";
+import { activeTraceparent } from "../metrics/tracing.ts";
 
 /** Options of `createClient`. */
 export interface ClientOptions {
@@ -39,7 +41,7 @@ export interface ClientOptions {
   databaseUrl?: string;
   /** A postgres.js pool of your own (the client then never closes it). */
   sql?: Sql;
-  /** A driver of your own, e.g. the embedded PGlite of `svc dev` (the client then never closes it). */
+  /** A driver of your own (`src/db/driver.ts`; the client then never closes it). */
   driver?: Driver;
   /** Shared pool size (default 10). */
   maxConnections?: number;
@@ -49,13 +51,20 @@ export interface ClientOptions {
   connectTimeout?: number;
   /** Heartbeat interval the workers use, for counting live runtimes (default 30 000 ms). */
   heartbeatInterval?: number;
+  /**
+   * Metrics of enqueues and cancels (default true; docs/reference/metrics.md). Kinds that no worker of this
+   * process runs are labelled `other`, unless listed in `metricsKinds`.
+   */
+  metrics?: boolean;
+  /** Kinds that get a metric label of their own in a process that runs no worker of them. */
+  metricsKinds?: string[];
 }
 
 /** What `client.transaction` hands to its callback. */
 export interface ClientTransaction {
   enqueue(kind: string, args?: Record<string, unknown>, opts?: Omit<EnqueueOptions, "tx">): Promise<Job>;
   enqueueMany(items: EnqueueItem[]): Promise<Job[]>;
-  /** The driver's transaction: run your own statements in it (postgres.js `tx`; PGlite's in embedded mode). */
+  /** The driver's transaction: run your own statements in it (postgres.js `tx`, or your driver's own). */
   sql: any;
   /** The same transaction as a `Db` (`query(text, params)`), whatever the driver. */
   db: Db;
@@ -64,7 +73,7 @@ export interface ClientTransaction {
 /** The client (its cron methods are in `./cron.ts`). */
 export interface Client extends CronMethods {
   readonly schema: string;
-  /** The shared postgres.js pool (throws with the embedded PGlite driver, which has none: use `db`). */
+  /** The shared postgres.js pool (throws with a driver of your own that has none: use `db`). */
   readonly sql: Sql;
   /** The driver: SQL (`db`), LISTEN, the leader lock. */
   readonly driver: Driver;
@@ -85,8 +94,15 @@ export interface Client extends CronMethods {
   listJobs(opts?: ListJobsOptions): Promise<JobPage>;
   cancel(id: number): Promise<Job>;
   retry(id: number): Promise<Job>;
-  bulkCancel(filter: JobFilter): Promise<number>;
-  bulkRetry(filter: JobFilter): Promise<number>;
+  /** Cancels every unfinished job the filter matches; with `dryRun` only counts them. */
+  bulkCancel(filter: JobFilter, opts?: { dryRun?: boolean }): Promise<number>;
+  /** Retries every finished job the filter matches; with `dryRun` only counts them. */
+  bulkRetry(filter: JobFilter, opts?: { dryRun?: boolean }): Promise<number>;
+  /**
+   * Running jobs, prefetched ones included (no `attemptedAt` yet), at most `limit` (1..1000, default 200):
+   * the longest running first.
+   */
+  runningJobs(limit?: number): Promise<Job[]>;
   /**
    * Pauses a queue: workers stop claiming its jobs. An unknown queue (no jobs, never paused, no live
    * worker serving it) is refused with a QueueNotFoundError unless `create` (pausing ahead of its jobs).
@@ -132,9 +148,16 @@ export function createClient(opts: ClientOptions = {}): Client {
   const heartbeatInterval = opts.heartbeatInterval ?? 30_000;
   const engine = new RoutedEngine(db, names, { liveWithinMs: 3 * heartbeatInterval });
 
+  const metrics = opts.metrics === false ? null : svcMetrics();
+  if (opts.metricsKinds) metrics?.knowKinds(opts.metricsKinds);
   const enqueueVia = async (target: Db, items: EnqueueItem[]): Promise<Job[]> => {
     const normalized = items.map((i) => normalizeEnqueue(i));
+    // The producer's span, when it has one, becomes the parent of the jobs' attempt spans.
+    const producer = activeTraceparent();
+    if (producer) { for (const n of normalized) n.traceContext ??= producer; }
     const jobs = await engine.enqueue(target, normalized);
+    // Counted when the statement returns (inside a caller's transaction: whether or not it commits).
+    if (metrics) { for (const j of jobs) if (!j.duplicate) metrics.job(j.queue, j.kind).enqueued.inc(); }
     items.forEach((item, i) => {
       if (jobs[i].duplicate && item.unique?.onConflict === "error") {
         throw new UniqueConflictError(jobs[i].id, jobs[i].uniqueKey ?? "");
@@ -155,7 +178,7 @@ export function createClient(opts: ClientOptions = {}): Client {
     schema: names.schema,
     get sql(): Sql {
       if (!driver.sql) {
-        throw new Error(
+        throw new ValidationError(
           `client.sql is the postgres.js pool; the ${driver.name} driver has none: use client.db`,
         );
       }
@@ -187,10 +210,20 @@ export function createClient(opts: ClientOptions = {}): Client {
       ),
     getJob: (id) => engine.getJob(checkId(id)),
     listJobs: async (o = {}) => await engine.listJobs(checkFilter(o)),
-    cancel: (id) => engine.cancel(checkId(id)),
+    async cancel(id) {
+      const job = await engine.cancel(checkId(id));
+      metrics?.job(job.queue, job.kind).cancelled.inc();
+      return job;
+    },
     retry: (id) => engine.retry(checkId(id)),
-    bulkCancel: async (f) => await engine.bulkCancel(checkFilter(f)),
-    bulkRetry: async (f) => await engine.bulkRetry(checkFilter(f)),
+    bulkCancel: async (f, o = {}) => await engine.bulkCancel(checkFilter(f), { dryRun: o.dryRun === true }),
+    bulkRetry: async (f, o = {}) => await engine.bulkRetry(checkFilter(f), { dryRun: o.dryRun === true }),
+    runningJobs: async (limit = 200) => {
+      if (!Number.isInteger(limit) || limit < 1 || limit > 1000) {
+        throw new ValidationError(`limit must be an integer from 1 to 1000, got ${limit}`);
+      }
+      return await engine.runningJobs(limit);
+    },
     async pauseQueue(name, o = {}) {
       await engine.pauseQueue(await knownQueue(name, o.create));
     },

@@ -1,10 +1,9 @@
 /** External completion of callbacks: resume (in-process waiter), complete, fail, heartbeat. */
-import type { StorageEngine } from "../storage/engine.ts";
+import type { ResolveAction, ResolveArgs, StorageEngine } from "../storage/engine.ts";
 import type { JobState } from "../types.ts";
 import { CallbackNotFoundError, CallbackNotPendingError, ValidationError } from "../errors.ts";
 import { checkJsonValue, checkText } from "../validation.ts";
-
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+import { isUuid } from "../contract/callback_url.ts";
 
 /** What a resolution returns: the job and its state after the call (`timeoutAt` after heartbeat). */
 export interface CallbackResult {
@@ -21,10 +20,10 @@ export interface CallbackResult {
 export async function resolveExternal(
   engine: StorageEngine,
   callbackId: string,
-  action: "complete" | "resume" | "fail" | "heartbeat",
-  args: { payload?: unknown; error?: string; retryable?: boolean; timeoutSeconds?: number },
+  action: ResolveAction,
+  args: ResolveArgs,
 ): Promise<CallbackResult> {
-  if (typeof callbackId !== "string" || !UUID_RE.test(callbackId)) {
+  if (typeof callbackId !== "string" || !isUuid(callbackId)) {
     throw new ValidationError(`callback id must be a UUID, got ${JSON.stringify(callbackId)}`);
   }
   // What PostgreSQL would refuse fails here, alone, instead of failing a batch of resolutions it shares.

@@ -1,12 +1,13 @@
 /**
- * Callback URL construction (contract 2.4): the one place that turns a receiver base URL, a path
- * prefix and a callback id into the address a function calls back. The worker, the receiver and
- * users' own receivers all use it, so the three always agree.
+ * Callback URL construction (docs/reference/protocol.md, "URLs"): the one place that turns a receiver
+ * base URL, a path prefix and a callback id into the address a function calls back. The worker, the
+ * receiver and users' own receivers all use it, so the three always agree.
  *
  * @module
  */
+import { ValidationError } from "../errors.ts";
 
-/** Default path prefix of the callback receiver's routes (contract 4.1). */
+/** Default path prefix of the callback receiver's routes. */
 export const DEFAULT_CALLBACK_PATH_PREFIX: string = "/api/callbacks";
 
 /** The three callback endpoints of the receiver. */
@@ -52,7 +53,9 @@ export function callbackUrl(
   action: CallbackAction = "complete",
 ): string {
   if (!CALLBACK_ACTIONS.includes(action)) {
-    throw new Error(`unknown callback action "${action}": expected one of ${CALLBACK_ACTIONS.join(", ")}`);
+    throw new ValidationError(
+      `unknown callback action "${action}": expected one of ${CALLBACK_ACTIONS.join(", ")}`,
+    );
   }
   const prefix = normalizePathPrefix(pathPrefix ?? DEFAULT_CALLBACK_PATH_PREFIX);
   return `${stripTrailingSlashes(baseUrl)}${prefix}/${encodeURIComponent(callbackId)}/${action}`;

@@ -1,6 +1,7 @@
 /**
  * The callback contract shared by the HTTP worker, the callback receiver and users' own receivers:
- * callback URLs (contract 2.4) and signatures (contract 5).
+ * callback URLs and signatures (docs/reference/protocol.md, "Callback URLs and endpoints" and
+ * "Signatures").
  *
  * @module
  */

@@ -1,13 +1,15 @@
 /**
- * Callback signatures (contract 5): the lowercase hex BLAKE3 keyed hash of the callback id (UTF-8),
- * keyed with a 32-byte secret. It is not computed over the request body and is not RFC HMAC,
- * despite the option name `hmac_secret`. Test vectors: `tests/fixtures/vectors/callback_signatures.json` (a copy of the spec's shared vectors).
+ * Callback signatures (docs/reference/protocol.md, "Signatures"): the lowercase hex BLAKE3 keyed hash
+ * of the callback id (UTF-8), keyed with a 32-byte secret. It is not computed over the request body and
+ * is not RFC HMAC, despite the option name `hmac_secret`. Test vectors:
+ * `tests/fixtures/vectors/callback_signatures.json` (a copy of the spec's shared vectors).
  *
  * @module
  */
 
 import { blake3 } from "npm:@noble/hashes@2.4.0/blake3.js";
 import { bytesToHex, hexToBytes, utf8ToBytes } from "npm:@noble/hashes@2.4.0/utils.js";
+import { ValidationError } from "../errors.ts";
 
 /** Request header that carries the callback signature. */
 export const SIGNATURE_HEADER: string = "X-Service-Signature";
@@ -26,7 +28,7 @@ export function parseSecret(hex: string): Uint8Array {
       : hex.length !== 64
       ? `has ${hex.length} characters`
       : "contains a character that is not hex";
-    throw new Error(
+    throw new ValidationError(
       `callback HMAC secret must be exactly 64 hex characters (32 bytes) but ${problem}; ` +
         "generate one with: openssl rand -hex 32",
     );
@@ -36,7 +38,7 @@ export function parseSecret(hex: string): Uint8Array {
 
 function assertSecret(secret: Uint8Array): void {
   if (!(secret instanceof Uint8Array) || secret.length !== SECRET_BYTES) {
-    throw new Error(
+    throw new ValidationError(
       "callback HMAC secret must be 32 bytes; parse the 64-hex-character setting with parseSecret()",
     );
   }

@@ -7,6 +7,7 @@
  */
 import { ValidationError } from "../errors.ts";
 import type { Row } from "../db/connection.ts";
+import { iso } from "../wire.ts";
 import { normalizeEnqueue } from "../client/enqueue_input.ts";
 import { DEFAULT_CRON_TIMEZONE, nextFireAfter, validateSchedule } from "./schedule.ts";
 
@@ -195,8 +196,6 @@ export function rowToCron(r: Row, now: Date): CronSchedule {
     syncedAt: r.synced_at,
   };
 }
-
-const iso = (d: Date | null): string | null => (d ? new Date(d).toISOString() : null);
 
 /** A `CronSchedule` as the snake_case JSON of `svc cron list --json` and `GET /api/cron`. */
 export function cronToJson(c: CronSchedule): Record<string, unknown> {

@@ -1,6 +1,7 @@
 /**
- * The driver seam: storage code talks SQL text + parameters through `Db`, so an embedded driver can
- * stand in for postgres.js later. `fromPostgres` wraps a postgres.js `sql` or transaction.
+ * The driver seam: storage code talks SQL text + parameters through `Db`, so that a driver of the
+ * user's own can stand in for postgres.js (`createClient({ driver })`, `src/db/driver.ts`).
+ * `fromPostgres` wraps a postgres.js `sql` or transaction.
  */
 import postgres from "../vendor/postgres/index.js";
 import { ConnectTimeoutError } from "../errors.ts";

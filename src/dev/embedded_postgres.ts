@@ -32,6 +32,7 @@ import os from "node:os";
 import path from "node:path";
 import process from "node:process";
 import { lockDirectory } from "../runtime/runtime.ts";
+import { sleep } from "../worker/wakeup.ts";
 import denoJson from "../../deno.json" with { type: "json" };
 
 /** A failure of the embedded server that the user can fix; the message names the fix. */
@@ -671,10 +672,6 @@ async function exists(p: string): Promise<boolean> {
   } catch {
     return false;
   }
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
 }
 
 function secs(t0: number): string {

@@ -1,5 +1,5 @@
 /**
- * The callback receiver (contract 4.1, decisions.md "Callback receiver"): exactly three POST routes,
+ * The callback receiver (docs/reference/protocol.md, "Callback URLs and endpoints"): three POST routes,
  * `{prefix}/{callback_id}/complete|fail|heartbeat`, as a fetch handler that `Deno.serve`, Hono or any
  * Web-standard server can mount. `svc callbacks serve` and `svc serve` both use it, so they answer alike.
  *
@@ -7,6 +7,7 @@
  * JSON, a field of the wrong type, or JSON that cannot be stored as sent: see `src/validation.ts`),
  * unknown callback 404, not pending 409, then 200 with `{job_id, callback_id, state}`.
  */
+import { svcMetrics } from "../metrics/svc_metrics.ts";
 import type { Client } from "../client/client.ts";
 import type { CallbackResult } from "../client/external.ts";
 import {
@@ -44,6 +45,8 @@ export interface CallbackRouterOptions {
   readOnly?: boolean;
   /** Where 500 details go (default console). */
   logger?: Pick<Logger, "error">;
+  /** Count requests in the process's metrics (default true): resolved by action, refused by code. */
+  metrics?: boolean;
 }
 
 /** The receiver. */
@@ -67,6 +70,7 @@ export function createCallbackRouter(client: Client, opts: CallbackRouterOptions
   const prefix = normalizePathPrefix(opts.pathPrefix ?? DEFAULT_CALLBACK_PATH_PREFIX);
   const readOnly = opts.readOnly ?? false;
   const logger = opts.logger ?? console;
+  const metrics = opts.metrics === false ? null : svcMetrics();
 
   const notFound = (path: string) =>
     new HttpError(
@@ -98,8 +102,15 @@ export function createCallbackRouter(client: Client, opts: CallbackRouterOptions
     const m = matchRoute(path.slice(prefix.length));
     if (!m) throw notFound(path);
     try {
-      return await checked(req, m);
+      const res = await checked(req, m);
+      metrics?.f.svc_callbacks_resolved_total.with(m.action, "ok").inc();
+      return res;
     } catch (e) {
+      // Codes are a fixed set: anything else counts as internal.
+      metrics?.f.svc_callback_requests_rejected_total.with(
+        e instanceof SvcError && e.code in STATUS_BY_CODE ? e.code : "internal",
+      )
+        .inc();
       await countRejection(m.callbackId, e);
       throw e;
     }

@@ -27,6 +27,9 @@ import {
 } from "./admin_api/route.ts";
 import { ADMIN_ROUTES } from "./admin_api/routes.ts";
 import { UiAssets } from "./ui_assets.ts";
+import { svcMetrics } from "../metrics/svc_metrics.ts";
+import { PROMETHEUS_CONTENT_TYPE } from "../metrics/registry.ts";
+import { depthGauges } from "../metrics/gauges.ts";
 import denoJson from "../../deno.json" with { type: "json" };
 
 /** Options of {@link createAdminServer}. */
@@ -46,6 +49,11 @@ export interface AdminServerOptions {
   logger?: Pick<Logger, "info" | "error">;
   /** Folder of the built UI (default `ui/dist/` beside the sources). */
   uiDistUrl?: URL;
+  /**
+   * `GET /metrics` with the process's metrics as Prometheus text, behind the token when there is one
+   * (default true; docs/reference/metrics.md).
+   */
+  metrics?: boolean;
 }
 
 /** The server: a fetch handler for `Deno.serve` or any Web-standard server. */
@@ -70,7 +78,16 @@ export function createAdminServer(client: Client, opts: AdminServerOptions): Adm
   const readOnly = opts.readOnly ?? false;
   const logger = opts.logger ?? console;
   const origins = opts.corsOrigins ?? [];
-  const callbacks = createCallbackRouter(client, { auth: opts.callbackAuth, readOnly, logger });
+  const metrics = opts.metrics === false ? null : svcMetrics();
+  const callbacks = createCallbackRouter(client, {
+    auth: opts.callbackAuth,
+    readOnly,
+    logger,
+    metrics: metrics !== null,
+  });
+  // The depth gauges of the schema served, registered at the first scrape (and kept: the server lives as
+  // long as its process).
+  let depthRegistered = false;
   const assets = new UiAssets(opts.uiDistUrl);
   const matchers = ADMIN_ROUTES.map((r) => ({ route: r, re: pathRegExp(r.path) }));
   const auth: TokenAuth | null = opts.authToken ? tokenAuth(opts.authToken) : null;
@@ -179,6 +196,20 @@ export function createAdminServer(client: Client, opts: AdminServerOptions): Adm
       `no API route at ${c.req.path}: see GET /api/openapi.json for the routes`,
     );
   });
+  if (metrics) {
+    app.on(["GET", "HEAD"], "/metrics", async (c) => {
+      if (auth && !auth.check(c.req.raw)) {
+        throw unauthorized("/metrics needs this server's token: send Authorization: Bearer <token>");
+      }
+      if (!depthRegistered) {
+        depthRegistered = true;
+        depthGauges(metrics, client.engine, client.schema);
+      }
+      return new Response(c.req.method === "HEAD" ? null : await metrics.registry.text(), {
+        headers: { "content-type": PROMETHEUS_CONTENT_TYPE, "cache-control": "no-store" },
+      });
+    });
+  }
   app.on(["GET", "HEAD"], "*", (c) => assets.respond(c.req.raw, c.req.path));
   app.all("*", (c) => {
     throw new HttpError(

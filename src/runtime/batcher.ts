@@ -4,8 +4,7 @@
  * this turns N round trips and N commits into a few; when idle an item waits one macrotask.
  */
 import { nextMacrotask } from "./runtime.ts";
-
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+import { sleep } from "../worker/wakeup.ts";
 
 interface Pending<I, O> {
   item: I;
@@ -44,7 +43,7 @@ export class Batcher<I, O> {
     });
   }
 
-  /** Items queued or being written. */
+  /** Items queued and not yet taken into a batch (a batch being written no longer counts). */
   get pending(): number {
     return this.queue.length;
   }

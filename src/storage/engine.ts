@@ -8,6 +8,7 @@
 import type { Db } from "../db/connection.ts";
 import type { Job, JobPage, JobState, ListJobsOptions, QueueInfo, RuntimeInfo } from "../types.ts";
 import type { CronStore } from "./shared/cron.ts";
+import type { SampleStore } from "./shared/samples.ts";
 
 /** A validated job to insert (see `src/client/enqueue_input.ts`). */
 export interface NewJob {
@@ -198,6 +199,56 @@ export interface RingReport {
   adopted?: number;
 }
 
+/** A queue's depth by the one definition the metrics, the samples and the dashboard share. */
+export interface QueueDepth {
+  queue: string;
+  /** Available jobs. */
+  depth: number;
+  /** An estimate: extrapolated (queue storage) or a lower bound (canonical's cap). */
+  estimated: boolean;
+  oldestAvailableAgeSeconds: number | null;
+}
+
+/** The attempts of one (queue, kind) that finished in one minute. */
+export interface KindMinute {
+  queue: string;
+  kind: string;
+  completed: number;
+  /** Failed for good. */
+  failed: number;
+  /** Failed and scheduled for another attempt. */
+  retried: number;
+  runP50Ms: number | null;
+  runP95Ms: number | null;
+}
+
+/** A per-minute sample row: a queue's depth (kind null) or a (queue, kind)'s finished attempts. */
+export interface SampleRow extends Omit<KindMinute, "kind"> {
+  minute: Date;
+  kind: string | null;
+  depth: number | null;
+}
+
+/** Which samples to read. */
+export interface SamplesQuery {
+  queue?: string;
+  kind?: string;
+  /** The last this many minutes. */
+  minutes: number;
+}
+
+/** A kind's figures over the last minutes of samples. */
+export interface KindStat {
+  kind: string;
+  completed: number;
+  failed: number;
+  retried: number;
+  /** Failed attempts (retried or not) over finished attempts; null when none finished. */
+  failureRate: number | null;
+  runP50Ms: number | null;
+  runP95Ms: number | null;
+}
+
 /** The engine every storage implementation provides. */
 export interface StorageEngine {
   readonly name: string;
@@ -225,6 +276,11 @@ export interface StorageEngine {
 
   getJob(id: number): Promise<Job | null>;
   listJobs(opts: ListJobsOptions): Promise<JobPage>;
+  /**
+   * Jobs in `running` (prefetched ones included: no `attemptedAt` yet), at most `limit`: the longest
+   * running first, then the prefetched. For the admin UI's "running now"; bounded by LIMIT.
+   */
+  runningJobs(limit: number): Promise<Job[]>;
   /** Cancels a job that has not finished (throws JobNotFoundError / InvalidStateError). */
   cancel(id: number): Promise<Job>;
   /** Retries a finished job (throws JobNotFoundError / InvalidStateError / UniqueConflictError). */
@@ -233,6 +289,8 @@ export interface StorageEngine {
   bulkRetry(filter: JobFilter, opts?: { dryRun?: boolean }): Promise<number>;
 
   pauseQueue(name: string): Promise<void>;
+  /** Whether a queue is paused now. */
+  queuePaused(name: string): Promise<boolean>;
   resumeQueue(name: string): Promise<void>;
   /**
    * Whether a queue exists: it has a `queues` row (paused or resumed once), a job, or a runtime
@@ -243,6 +301,12 @@ export interface StorageEngine {
   listQueues(): Promise<QueueInfo[]>;
   kindCounts(): Promise<KindCounts>;
   throughput(minutes: number): Promise<ThroughputPoint[]>;
+  /** Available jobs per queue (queues with none are left out): an estimate beyond a bound, never a full count. */
+  queueDepths(): Promise<QueueDepth[]>;
+  /** The attempts that finished in the minute starting at `minute`, per (queue, kind). */
+  kindMinute(minute: Date): Promise<KindMinute[]>;
+  /** The per-minute samples (shared by both engines; the leader records them, schema version 5 on). */
+  readonly samples: SampleStore;
 
   registerCallback(
     id: number,

@@ -31,8 +31,10 @@ import type {
   Failure,
   JobFilter,
   KindCounts,
+  KindMinute,
   MaintainedJob,
   NewJob,
+  QueueDepth,
   ResolveAction,
   ResolveArgs,
   Retention,
@@ -48,6 +50,7 @@ import { CronStore } from "./shared/cron.ts";
 import { readStorageState } from "./shared/state.ts";
 import { pruneRuntimes } from "./shared/runtimes.ts";
 import { enqueueJobs } from "./shared/enqueue.ts";
+import { readKindMinute, SampleStore } from "./shared/samples.ts";
 import { cancelJob, getJob, listJobs, retryJob } from "./shared/sql_api.ts";
 import { ValidationError } from "../errors.ts";
 
@@ -68,6 +71,7 @@ export interface RoutedOptions {
 export class RoutedEngine implements StorageEngine {
   readonly name = "routed";
   readonly cron: CronStore;
+  readonly samples: SampleStore;
   readonly canonical: CanonicalEngine;
   readonly engines: ("canonical" | "queue_storage")[];
   private qs: QueueStorageEngine | null = null;
@@ -82,6 +86,7 @@ export class RoutedEngine implements StorageEngine {
     this.engines = opts.engines ?? ["canonical", "queue_storage"];
     this.canonical = new CanonicalEngine(db, n, this.liveWithinMs);
     this.cron = new CronStore(db, n);
+    this.samples = new SampleStore(db, n, this);
   }
 
   /** The mode of the current storage state (read at most every few seconds, or after `refresh`). */
@@ -238,6 +243,14 @@ export class RoutedEngine implements StorageEngine {
   listJobs(opts: ListJobsOptions): Promise<JobPage> {
     return listJobs(this.db, this.n, opts);
   }
+  /** Running jobs of every engine that has some (both during a transition), merged in one order. */
+  async runningJobs(limit: number): Promise<Job[]> {
+    const engines = await this.active();
+    if (engines.length === 1) return engines[0].runningJobs(limit);
+    const all = (await Promise.all(engines.map((e) => e.runningJobs(limit)))).flat();
+    const start = (j: Job) => (j.attemptedAt ? new Date(j.attemptedAt).getTime() : Infinity);
+    return all.sort((a, b) => start(a) - start(b) || a.id - b.id).slice(0, limit);
+  }
   cancel(id: number): Promise<Job> {
     return cancelJob(this.db, this.n, id);
   }
@@ -259,6 +272,9 @@ export class RoutedEngine implements StorageEngine {
   pauseQueue(name: string): Promise<void> {
     return this.canonical.pauseQueue(name);
   }
+  queuePaused(name: string): Promise<boolean> {
+    return this.canonical.queuePaused(name);
+  }
   resumeQueue(name: string): Promise<void> {
     return this.canonical.resumeQueue(name);
   }
@@ -269,24 +285,17 @@ export class RoutedEngine implements StorageEngine {
   async listQueues(): Promise<QueueInfo[]> {
     const lists = await Promise.all((await this.active()).map((e) => e.listQueues()));
     if (lists.length === 1) return lists[0];
-    const byName = new Map<string, QueueInfo>();
-    for (const q of lists.flat()) {
-      const cur = byName.get(q.name);
-      if (!cur) {
-        byName.set(q.name, { ...q, counts: { ...q.counts }, approximate: [...(q.approximate ?? [])] });
-        continue;
-      }
-      for (const s of JOB_STATES) cur.counts[s] += q.counts[s];
-      cur.approximate = [...new Set([...(cur.approximate ?? []), ...(q.approximate ?? [])])];
-      cur.paused ||= q.paused;
-      if (q.oldestAvailableAgeSeconds !== null) {
-        cur.oldestAvailableAgeSeconds = Math.max(
-          cur.oldestAvailableAgeSeconds ?? 0,
-          q.oldestAvailableAgeSeconds,
-        );
-      }
-    }
-    return [...byName.values()].sort((a, b) => (a.name < b.name ? -1 : 1));
+    return mergeBy(
+      lists.flat(),
+      (q) => q.name,
+      (q) => ({ ...q, counts: { ...q.counts }, approximate: [...(q.approximate ?? [])] }),
+      (cur, q) => {
+        for (const s of JOB_STATES) cur.counts[s] += q.counts[s];
+        cur.approximate = [...new Set([...(cur.approximate ?? []), ...(q.approximate ?? [])])];
+        cur.paused ||= q.paused;
+        cur.oldestAvailableAgeSeconds = maxAge(cur.oldestAvailableAgeSeconds, q.oldestAvailableAgeSeconds);
+      },
+    );
   }
   async kindCounts(): Promise<KindCounts> {
     const all = await Promise.all((await this.active()).map((e) => e.kindCounts()));
@@ -311,6 +320,26 @@ export class RoutedEngine implements StorageEngine {
       completed: series.reduce((a, s) => a + (s[i]?.completed ?? 0), 0),
       failed: series.reduce((a, s) => a + (s[i]?.failed ?? 0), 0),
     }));
+  }
+
+  async queueDepths(): Promise<QueueDepth[]> {
+    const lists = await Promise.all((await this.active()).map((e) => e.queueDepths()));
+    if (lists.length === 1) return lists[0];
+    return mergeBy(lists.flat(), (d) => d.queue, (d) => ({ ...d }), (cur, d) => {
+      cur.depth += d.depth;
+      cur.estimated ||= d.estimated;
+      cur.oldestAvailableAgeSeconds = maxAge(cur.oldestAvailableAgeSeconds, d.oldestAvailableAgeSeconds);
+    });
+  }
+  async kindMinute(minute: Date): Promise<KindMinute[]> {
+    const mode = await this.mode();
+    if (mode === "canonical") return this.canonical.kindMinute(minute);
+    // As throughput: canonical's finished jobs count until the transition is over; one aggregate over both.
+    return readKindMinute(
+      this.db,
+      [`${this.n.q}.canonical_finished_attempts`, this.qs!.finishedAttemptsFn],
+      minute,
+    );
   }
 
   async registerCallback(
@@ -389,4 +418,20 @@ export class RoutedEngine implements StorageEngine {
   storageState(): Promise<StorageState> {
     return readStorageState(this.db, this.n);
   }
+}
+
+/** Items of several engines merged by key (the first one copied, the others added to it), in key order. */
+function mergeBy<T>(items: T[], key: (t: T) => string, copy: (t: T) => T, add: (cur: T, t: T) => void): T[] {
+  const byKey = new Map<string, T>();
+  for (const t of items) {
+    const cur = byKey.get(key(t));
+    if (cur) add(cur, t);
+    else byKey.set(key(t), copy(t));
+  }
+  return [...byKey].sort(([a], [b]) => (a < b ? -1 : 1)).map(([, t]) => t);
+}
+
+/** The older of two ages of the oldest available job (null: none). */
+function maxAge(a: number | null, b: number | null): number | null {
+  return b === null ? a : Math.max(a ?? 0, b);
 }

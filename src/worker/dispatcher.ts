@@ -1,12 +1,47 @@
 /**
- * One dispatcher per queue: `claimers` claim loops share `maxWorkers` slots. A loop reserves the free
- * slots before it claims, so a batch never takes more jobs than there are slots to run them.
+ * One dispatcher per queue: it claims the queue's jobs and runs them in slots.
+ *
+ * Slots. The queue has `maxWorkers` slots in this process; `running` counts the slots taken: by an
+ * attempt whose handler runs, and by a held job whose start is being recorded. A slot frees when the
+ * handler settles; its completion is written later by the completer (`completer.ts`), so a slot never
+ * waits for the database.
+ *
+ * Claim loops and reservations. `claimers` loops (default 1) claim concurrently, each taking at most its
+ * share, `ceil(maxWorkers / claimers)`, of the free slots per claim. Before its claim goes out a loop
+ * reserves the slots it claims into (`reserved`) and the prefetch room it asks for (`reservedAhead`), and
+ * releases both when the claim returns (its jobs are then in `running` or in the buffer). Free slots are
+ * `maxWorkers - running - reserved`, so claims in flight on several loops never take more jobs into slots
+ * than there are slots, nor hold more than `prefetch`. A claim tells the engine how many of its jobs start
+ * at once (`free`); the others come back marked `prefetched`.
+ *
+ * Prefetch (`prefetch`, default 0): a queue may also hold up to `prefetch` claimed jobs that have not
+ * started, so that one claim carries many jobs. A prefetched job is `running` with its run lease and is
+ * heartbeated; when a slot frees, its start is recorded (one batched statement for every queue's starts,
+ * with the completions beside it) and its handler runs only after that write committed. While jobs are
+ * held, the loop claims nothing into slots (the buffer fills them) and refills the buffer once it is half
+ * empty. A prefetched job that waited `prefetchTtl` (default 10 s) goes back to `available` without
+ * consuming its attempt, and so do all of them when shutdown begins and when the queue is found paused
+ * (looked up when woken, else every four poll intervals while jobs are held). After a crash, the leader
+ * gives back the ones that never started (docs/reference/configuration.md, "Queues"; docs/guide/
+ * operations.md, "Prefetch").
+ *
+ * Yield. When a claim would fill only part of a share while attempts are still running (and nothing is
+ * asked for the buffer), the loop first waits one macrotask, once: every attempt that settles in this
+ * macrotask frees its slot, and one claim takes them all instead of one claim per freed slot.
+ *
+ * Waiting. A loop sleeps on its `Wakeup` for up to `pollInterval` (less when a held job's `prefetchTtl`
+ * ends sooner) when it has nothing to claim into, and after a claim that came back short. It is woken by
+ * NOTIFY of new jobs on its queue, by a pause, and by a freed slot when the last claim was full (more jobs
+ * may be waiting) or jobs are held. A failed claim is retried after twice `pollInterval`, doubling with each
+ * further failure up to 10 s.
  */
-import type { KindPolicy, StorageEngine } from "../storage/engine.ts";
-import type { Logger } from "../types.ts";
+import type { AttemptRef, KindPolicy, StorageEngine } from "../storage/engine.ts";
+import type { Job, Logger } from "../types.ts";
 import { execute, type ExecutorDeps, type InFlight } from "./executor.ts";
 import { sleep, Wakeup } from "./wakeup.ts";
 import { nextMacrotask } from "../runtime/runtime.ts";
+import { type HistogramHandle, timed } from "../metrics/registry.ts";
+import { ValidationError } from "../errors.ts";
 
 /** Per-queue settings. */
 export interface QueueConfig {
@@ -14,19 +49,44 @@ export interface QueueConfig {
   maxWorkers?: number;
   /** Claim loops (default 1). */
   claimers?: number;
+  /** Claimed jobs held ready beyond the free slots (default 0: claim only into free slots). */
+  prefetch?: number;
+  /** How long a prefetched job may wait for a slot before it goes back, in ms (default 10 000). */
+  prefetchTtl?: number;
+}
+
+/** Largest `prefetch`. */
+export const MAX_PREFETCH = 10_000;
+
+/** A prefetched job and when it was claimed. */
+interface Held {
+  job: Job;
+  at: number;
 }
 
 export class Dispatcher {
   readonly maxWorkers: number;
   readonly claimers: number;
+  readonly prefetch: number;
+  readonly prefetchTtl: number;
   /** Most slots one claim loop takes at a time. */
   private readonly share: number;
+  /** Slots reserved by claims in flight. */
   private reserved = 0;
+  /** Prefetch room reserved by claims in flight. */
+  private reservedAhead = 0;
   private stopping = false;
   private loops: Promise<void>[] = [];
   private readonly wakeups: Wakeup[] = [];
   /** Last time each claim loop went round. */
   private readonly ticks: number[] = [];
+  /** Prefetched jobs, oldest first. */
+  private buffer: Held[] = [];
+  /** Prefetched jobs that could not be given back yet (the database was away). */
+  private toGiveBack: AttemptRef[] = [];
+  private lastPauseCheck = 0;
+  /** Starts being recorded (stop waits for them: their handlers run). */
+  private readonly starting = new Set<Promise<void>>();
 
   constructor(
     readonly queue: string,
@@ -41,22 +101,39 @@ export class Dispatcher {
     private readonly logger: Logger,
     /** Kinds whose claim registers an HTTP callback, with its timeout. */
     private readonly callbackTimeoutsMs: Record<string, number> = {},
+    /** Records the starts of prefetched attempts (with the completions of every queue of the worker). */
+    private readonly starts?: { start(a: AttemptRef): Promise<boolean> },
+    /** Observes the run time of each claim statement (seconds). */
+    private readonly claimTimer?: HistogramHandle,
   ) {
     this.maxWorkers = cfg.maxWorkers ?? 10;
     this.claimers = cfg.claimers ?? 1;
+    this.prefetch = cfg.prefetch ?? 0;
+    this.prefetchTtl = cfg.prefetchTtl ?? 10_000;
     this.share = Math.ceil(this.maxWorkers / this.claimers);
     if (!Number.isInteger(this.maxWorkers) || this.maxWorkers < 1) {
-      throw new Error(`queues.${queue}.maxWorkers must be a positive integer`);
+      throw new ValidationError(`queues.${queue}.maxWorkers must be a positive integer`);
     }
     if (!Number.isInteger(this.claimers) || this.claimers < 1) {
-      throw new Error(`queues.${queue}.claimers must be a positive integer`);
+      throw new ValidationError(`queues.${queue}.claimers must be a positive integer`);
+    }
+    if (!Number.isInteger(this.prefetch) || this.prefetch < 0 || this.prefetch > MAX_PREFETCH) {
+      throw new ValidationError(`queues.${queue}.prefetch must be an integer from 0 to ${MAX_PREFETCH}`);
+    }
+    if (!Number.isFinite(this.prefetchTtl) || this.prefetchTtl < 100) {
+      throw new ValidationError(`queues.${queue}.prefetchTtl must be at least 100 ms`);
     }
   }
 
-  /** Attempts of this queue running now. */
+  /** Attempts of this queue running now (or having their start recorded). */
   running = 0;
-  /** The last claim filled every free slot, so more jobs may be waiting. */
+  /** The last claim filled everything it asked for, so more jobs may be waiting. */
   private backlog = false;
+
+  /** Prefetched attempts held now (heartbeated like running ones). */
+  held(): AttemptRef[] {
+    return this.buffer.map((h) => ({ id: h.job.id, lease: h.job.lease }));
+  }
 
   start(): void {
     for (let i = 0; i < this.claimers; i++) {
@@ -66,8 +143,9 @@ export class Dispatcher {
     }
   }
 
-  /** A job of this queue may be available (NOTIFY) or a slot was freed. */
+  /** A job of this queue may be available (NOTIFY), the queue was paused, or a slot was freed. */
   wake(): void {
+    this.lastPauseCheck = 0;
     this.wakeups.forEach((w) => w.notify());
   }
 
@@ -76,11 +154,97 @@ export class Dispatcher {
     return !this.stopping && this.ticks.every((t) => now - t < 3 * this.pollInterval + 1000);
   }
 
-  /** Stops claiming; resolves when the claim loops have exited (running attempts go on). */
+  /**
+   * Stops claiming and gives the prefetched jobs back; resolves when the claim loops have exited (running
+   * attempts go on).
+   */
   async stop(): Promise<void> {
     this.stopping = true;
     this.wake();
     await Promise.all(this.loops);
+    await this.giveBack(this.buffer.splice(0).map((h) => h.job), "shutdown");
+    await Promise.allSettled([...this.starting]);
+  }
+
+  /** Gives prefetched jobs back (their attempt not consumed); keeps what could not be written for later. */
+  private async giveBack(jobs: AttemptRef[], why: string): Promise<void> {
+    const items = [...this.toGiveBack, ...jobs.map((j) => ({ id: j.id, lease: j.lease }))];
+    this.toGiveBack = [];
+    if (items.length === 0) return;
+    try {
+      await this.engine.giveBack(items);
+      this.logger.debug(`svc: gave back ${items.length} prefetched jobs of queue ${this.queue} (${why})`);
+    } catch (e) {
+      this.toGiveBack = items;
+      this.logger.error(
+        `svc: could not give back ${items.length} prefetched jobs of queue ${this.queue}: ${
+          (e as Error).message
+        }`,
+      );
+    }
+  }
+
+  /** Starts the handler of a claimed attempt in a slot already counted in `running`. */
+  private run(job: Job): void {
+    const f = execute(job, this.deps, () => {
+      this.running--;
+      this.inFlight.delete(job.id);
+      if (this.backlog || this.buffer.length) this.wake();
+    });
+    this.inFlight.set(job.id, f);
+  }
+
+  /** Moves prefetched jobs into free slots: their starts are recorded, then their handlers run. */
+  private feed(): void {
+    const free = this.maxWorkers - this.running - this.reserved;
+    if (free <= 0 || this.buffer.length === 0 || !this.starts) return;
+    const batch = this.buffer.splice(0, free);
+    this.running += batch.length;
+    for (const h of batch) {
+      const p = this.starts.start({ id: h.job.id, lease: h.job.lease }).then(
+        (ours) => {
+          if (ours) {
+            // Its start is recorded: it runs, also when shutdown has begun (shutdown waits for it).
+            h.job.attemptedAt = new Date();
+            this.run(h.job);
+            return;
+          }
+          this.running--; // no longer ours (cancelled, rescued): dropped
+          this.wake();
+        },
+        (e) => {
+          // The start could not be written: the job waits in the buffer again (given back at shutdown).
+          this.running--;
+          this.buffer.unshift(h);
+          this.logger.error(`svc: could not record the start of job ${h.job.id}: ${(e as Error).message}`);
+        },
+      );
+      this.starting.add(p);
+      p.finally(() => this.starting.delete(p));
+    }
+  }
+
+  /** Gives back prefetched jobs that waited `prefetchTtl`; returns ms until the next one would. */
+  private async expire(): Promise<number> {
+    if (this.buffer.length === 0 && this.toGiveBack.length === 0) return Infinity;
+    const now = Date.now();
+    const old = this.buffer.filter((h) => now - h.at >= this.prefetchTtl);
+    if (old.length || this.toGiveBack.length) {
+      this.buffer = this.buffer.filter((h) => now - h.at < this.prefetchTtl);
+      await this.giveBack(old.map((h) => h.job), `waited ${this.prefetchTtl} ms for a slot`);
+    }
+    return this.buffer.length ? Math.max(0, this.buffer[0].at + this.prefetchTtl - now) : Infinity;
+  }
+
+  /** With jobs held, whether the queue was paused (looked up when woken, else every few poll intervals). */
+  private async pausedWhileHolding(): Promise<boolean> {
+    if (this.buffer.length === 0 || Date.now() - this.lastPauseCheck < 4 * this.pollInterval) return false;
+    this.lastPauseCheck = Date.now();
+    try {
+      return await this.engine.queuePaused(this.queue);
+    } catch {
+      return false;
+    }
   }
 
   private async loop(i: number): Promise<void> {
@@ -89,14 +253,21 @@ export class Dispatcher {
     let yielded = false;
     while (!this.stopping) {
       this.ticks[i] = Date.now();
-      // Each claim loop takes at most its share of the slots, so several claims are in flight at
-      // once instead of one loop taking every free slot.
-      const free = Math.min(this.maxWorkers - this.running - this.reserved, this.share);
-      if (free <= 0) {
-        await wakeup.wait(this.pollInterval);
+      const untilExpiry = await this.expire();
+      if (await this.pausedWhileHolding()) {
+        await this.giveBack(this.buffer.splice(0).map((h) => h.job), "queue paused");
+      }
+      this.feed();
+      const free = this.maxWorkers - this.running - this.reserved;
+      // Slots the buffer cannot fill are claimed into; the buffer is refilled once it is half empty.
+      const intoSlots = this.buffer.length === 0 ? Math.min(Math.max(free, 0), this.share) : 0;
+      const held = this.buffer.length + this.reservedAhead;
+      const ahead = this.prefetch > 0 && held <= this.prefetch / 2 ? this.prefetch - held : 0;
+      if (intoSlots + ahead <= 0) {
+        await wakeup.wait(Math.min(this.pollInterval, untilExpiry));
         continue;
       }
-      if (free < this.share && this.running > 0 && !yielded) {
+      if (ahead === 0 && intoSlots < this.share && this.running > 0 && !yielded) {
         // Some attempts are still finishing: let everything that completes in this macrotask free its
         // slot first, so one claim takes them all instead of one claim per freed slot.
         yielded = true;
@@ -104,38 +275,50 @@ export class Dispatcher {
         continue;
       }
       yielded = false;
-      this.reserved += free;
-      let claimed;
+      const limit = intoSlots + ahead;
+      this.reserved += intoSlots;
+      this.reservedAhead += ahead;
+      let claimed: Job[];
       try {
-        claimed = await this.engine.claim({
-          queue: this.queue,
-          limit: free,
-          free,
-          runtimeId: this.runtimeId,
-          policies: this.policies(),
-          callbackTimeoutsMs: this.callbackTimeoutsMs,
-          prefetchTtlMs: 0,
-        });
+        claimed = await timed(this.claimTimer, () =>
+          this.engine.claim({
+            queue: this.queue,
+            limit,
+            free: intoSlots,
+            runtimeId: this.runtimeId,
+            policies: this.policies(),
+            callbackTimeoutsMs: this.callbackTimeoutsMs,
+            prefetchTtlMs: this.prefetchTtl,
+          }));
         failures = 0;
       } catch (e) {
-        this.reserved -= free;
         failures++;
         this.logger.error(`svc: claim on queue ${this.queue} failed: ${(e as Error).message}`);
         await sleep(Math.min(this.pollInterval * 2 ** failures, 10_000));
         continue;
+      } finally {
+        this.reserved -= intoSlots;
+        this.reservedAhead -= ahead;
       }
-      this.reserved -= free;
-      this.backlog = claimed.length >= free;
+      this.backlog = claimed.length >= limit;
+      const now = Date.now();
       for (const job of claimed) {
-        this.running++;
-        const f = execute(job, this.deps, () => {
-          this.running--;
-          this.inFlight.delete(job.id);
-          if (this.backlog) this.wake();
-        });
-        this.inFlight.set(job.id, f);
+        this.deps.jobMetrics(job).claimed.inc();
+        if (job.prefetched) {
+          this.buffer.push({ job, at: now });
+        } else {
+          this.running++;
+          this.run(job);
+        }
       }
-      if (claimed.length < free && !this.stopping) await wakeup.wait(this.pollInterval);
+      if (this.stopping) break;
+      if (claimed.length === 0 && this.buffer.length) this.lastPauseCheck = 0; // an empty claim: paused?
+      // Free slots take held jobs now; then a short claim waits (a freed slot or a NOTIFY wakes the loop)
+      // instead of claiming again at once while jobs are held.
+      this.feed();
+      if (claimed.length < limit) {
+        await wakeup.wait(Math.min(this.pollInterval, untilExpiry));
+      }
     }
   }
 }

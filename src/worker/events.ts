@@ -6,6 +6,7 @@ export interface WorkerEvents {
   failed?: (job: Job, error: unknown) => void;
   retried?: (job: Job, error: unknown) => void;
   snoozed?: (job: Job, delayMs: number) => void;
+  /** @deprecated Never called: a cancelled job is not reported to the worker that ran it. */
   cancelled?: (job: Job) => void;
   rescued?: (job: { id: number; kind: string; state: string }, reason: string) => void;
   leader?: (isLeader: boolean) => void;

@@ -12,6 +12,14 @@ import { type KindRunner, PARKED } from "./handlers.ts";
 import { emit, type WorkerEvents } from "./events.ts";
 import { checkJsonValue, storableText } from "../validation.ts";
 import { retryWithin } from "./outcome_retry.ts";
+import type { JobHandles } from "../metrics/svc_metrics.ts";
+import {
+  type AttemptTrace,
+  bindAttemptContext,
+  endAttemptSpan,
+  startAttemptSpan,
+  withContext,
+} from "../metrics/tracing.ts";
 
 /** Shared by every dispatcher of a worker. */
 export interface ExecutorDeps {
@@ -24,6 +32,10 @@ export interface ExecutorDeps {
   pollInterval: number;
   /** How long a failing outcome write is retried (ms): `outcome_retry.ts`. */
   outcomeRetryMs: number;
+  /** The metric handles of a job's (queue, kind) (no-op handles with `metrics: false`). */
+  jobMetrics: (job: Job) => JobHandles;
+  /** The span name's kind label of a job (null: no spans, `tracing: false`). */
+  traceKind: ((job: Job) => string) | null;
 }
 
 /** An attempt in flight. */
@@ -60,17 +72,33 @@ export function execute(job: Job, d: ExecutorDeps, onSettled: () => void): InFli
 
   const done = (async () => {
     let outcome: { ok: true; value: unknown } | { ok: false; error: unknown };
+    const m = d.jobMetrics(job);
+    const startedAt = Date.now();
+    m.pickupLag.observe(Math.max(0, startedAt - job.runAt.getTime()) / 1000);
+    const t: AttemptTrace | null = d.traceKind ? startAttemptSpan(job, d.traceKind(job)) : null;
     if (!runner) {
       outcome = { ok: false, error: new Error(`no handler registered for kind ${job.kind} in this worker`) };
     } else {
-      const ctx = createJobContext(job, ac.signal, d.engine, d.waiters, d.pollInterval * 4);
-      const p = (async () => await runner.run(job, ctx))().then(
+      const ctx = createJobContext(
+        job,
+        ac.signal,
+        d.engine,
+        d.waiters,
+        d.pollInterval * 4,
+        () => m.callbackRegistered.inc(),
+        t?.traceparent ?? null,
+      );
+      if (t) bindAttemptContext(ctx, t.context);
+      const run = async () => await runner.run(job, ctx);
+      const p = (t ? withContext(t.context, run) : run()).then(
         (value) => ({ ok: true as const, value }),
         (error) => ({ ok: false as const, error }),
       );
       outcome = await Promise.race([p, aborted.then(() => null)]) ?? { ok: false, error: null };
     }
     if (timer) clearTimeout(timer);
+    m.duration.observe((Date.now() - startedAt) / 1000);
+    if (t) endAttemptSpan(t, outcome.ok ? undefined : outcome.error ?? abortedWith ?? "aborted");
     try {
       await record(job, runner, outcome, abortedWith, d);
     } catch (e) {
@@ -90,7 +118,7 @@ async function record(
   d: ExecutorDeps,
 ): Promise<void> {
   const { engine, logger, on } = d;
-  if (abortedWith === "cancelled" || abortedWith === "rescued") return; // someone else already changed the job
+  if (abortedWith === "cancelled") return; // someone else already changed the job (cancel, rescue)
   if (abortedWith === "shutdown" || abortedWith === "deadline") {
     const error = abortedWith === "shutdown"
       ? "aborted by shutdown"
@@ -107,7 +135,10 @@ async function record(
         logger,
         `snoozing job ${job.id}`,
       );
-      if (snoozed) emit(on, logger, "snoozed", job, v.snoozeMs);
+      if (snoozed) {
+        d.jobMetrics(job).snoozed.inc();
+        emit(on, logger, "snoozed", job, v.snoozeMs);
+      }
       return;
     }
     // A result PostgreSQL cannot store fails this attempt for good, before it reaches a batch.
@@ -126,6 +157,7 @@ async function record(
       result: v === undefined ? null : v,
       resultJson,
     });
+    d.jobMetrics(job).completed.inc();
     if (on.completed) {
       written.then((ok) => {
         if (ok) emit(on, logger, "completed", { ...job, state: "completed", result: v ?? null });
@@ -170,6 +202,12 @@ export async function fail(
     `failing job ${job.id}`,
   );
   if (!after) return;
-  if (after.state === "failed") emit(d.on, d.logger, "failed", after, cause);
-  else emit(d.on, d.logger, "retried", after, cause);
+  const m = d.jobMetrics(after);
+  if (after.state === "failed") {
+    m.failed.inc();
+    emit(d.on, d.logger, "failed", after, cause);
+  } else {
+    m.retried.inc();
+    emit(d.on, d.logger, "retried", after, cause);
+  }
 }

@@ -1,6 +1,7 @@
 /** Handler types, per-kind options and the default retry backoff. */
 import type { Job } from "../types.ts";
 import type { JobContext } from "./job_context.ts";
+import { ValidationError } from "../errors.ts";
 
 /** A job handler: return a value (stored as the result), throw to retry, or return `snooze(ms)`. */
 export type Handler = (job: Job, ctx: JobContext) => unknown | Promise<unknown>;
@@ -39,13 +40,15 @@ export function defaultBackoff(attempt: number): number {
 export function toRunner(kind: string, e: HandlerEntry): KindRunner {
   if (typeof e === "function") return { run: e, backoff: defaultBackoff };
   if (!e || typeof e.handler !== "function") {
-    throw new Error(`handlers.${kind}: expected a function or { handler, timeout?, maxAttempts?, backoff? }`);
+    throw new ValidationError(
+      `handlers.${kind}: expected a function or { handler, timeout?, maxAttempts?, backoff? }`,
+    );
   }
   if (e.timeout !== undefined && !(Number.isFinite(e.timeout) && e.timeout > 0)) {
-    throw new Error(`handlers.${kind}.timeout must be a positive number of milliseconds`);
+    throw new ValidationError(`handlers.${kind}.timeout must be a positive number of milliseconds`);
   }
   if (e.maxAttempts !== undefined && !(Number.isInteger(e.maxAttempts) && e.maxAttempts >= 1)) {
-    throw new Error(`handlers.${kind}.maxAttempts must be a positive integer`);
+    throw new ValidationError(`handlers.${kind}.maxAttempts must be a positive integer`);
   }
   return {
     run: e.handler,

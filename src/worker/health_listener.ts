@@ -1,10 +1,12 @@
 /**
- * The worker's health listener (contract 4.3), opt-in with `healthAddr` or env SERVICE_HEALTH_ADDR:
+ * The worker's health listener (docs/guide/operations.md, "Health"), opt-in with `healthAddr` or env SERVICE_HEALTH_ADDR:
  *
  * - `GET /healthz`: 200 while the runtime is up, graceful drain included (liveness never asks the
  *   database, so an outage does not get pods restarted).
  * - `GET /readyz`: 200 when every check passes, else 503; the same JSON body both ways:
  *   `worker.healthCheck()` (`ready` and the nine entries; `leader` never gates readiness).
+ * - `GET /metrics`: the process's metrics as Prometheus text (docs/reference/metrics.md), unless the
+ *   worker runs with `metrics: false` (then 404).
  * - Other paths 404, other methods 405 (HEAD is answered like GET, without a body).
  *
  * No TLS, no authentication: bind it to the pod address or loopback.
@@ -12,6 +14,7 @@
 import { ValidationError } from "../errors.ts";
 import { type HttpServer, serveHttp } from "../runtime/runtime.ts";
 import type { ReadinessReport } from "../types.ts";
+import { PROMETHEUS_CONTENT_TYPE } from "../metrics/registry.ts";
 
 /** Parses `host:port` (`[::1]:9464` for IPv6; `:9464` binds every interface). */
 export function parseHealthAddr(addr: string): { hostname: string; port: number } {
@@ -36,12 +39,15 @@ const json = (status: number, body: unknown, head: boolean, extra: Record<string
 /** The listener's request handler (exported for tests and for mounting elsewhere). */
 export function healthHandler(
   readiness: () => Promise<ReadinessReport>,
+  metricsText?: () => Promise<string>,
 ): (req: Request) => Promise<Response> {
   return async (req) => {
     const path = new URL(req.url).pathname;
-    if (path !== "/healthz" && path !== "/readyz") {
+    if (path !== "/healthz" && path !== "/readyz" && !(path === "/metrics" && metricsText)) {
       return json(404, {
-        error: "not found: the health listener serves GET /healthz and GET /readyz",
+        error: `not found: the health listener serves GET /healthz${
+          metricsText ? ", GET /readyz and GET /metrics" : " and GET /readyz"
+        }`,
         code: "not_found",
       }, false);
     }
@@ -57,6 +63,11 @@ export function healthHandler(
       );
     }
     if (path === "/healthz") return json(200, { status: "ok" }, head);
+    if (path === "/metrics") {
+      return new Response(head ? null : await metricsText!(), {
+        headers: { "content-type": PROMETHEUS_CONTENT_TYPE, "cache-control": "no-store" },
+      });
+    }
     const report = await readiness();
     return json(report.ready ? 200 : 503, report, head);
   };
@@ -66,10 +77,11 @@ export function healthHandler(
 export async function startHealthListener(
   addr: string,
   readiness: () => Promise<ReadinessReport>,
+  metricsText?: () => Promise<string>,
 ): Promise<HttpServer> {
   const { hostname, port } = parseHealthAddr(addr);
   try {
-    return await serveHttp({ hostname, port }, healthHandler(readiness));
+    return await serveHttp({ hostname, port }, healthHandler(readiness, metricsText));
   } catch (e) {
     throw new ValidationError(
       `cannot start the health listener on ${addr} (${(e as Error).message}); ` +

@@ -1,7 +1,6 @@
-/** The heartbeat loop: heartbeats in-flight attempts and this process's runtimes row. */
-import type { RuntimeReport, StorageEngine } from "../storage/engine.ts";
+/** The heartbeat loop: heartbeats held attempts (running and prefetched) and this process's runtimes row. */
+import type { AttemptRef, RuntimeReport, StorageEngine } from "../storage/engine.ts";
 import type { Logger } from "../types.ts";
-import type { InFlight } from "./executor.ts";
 import { Wakeup } from "./wakeup.ts";
 
 export class HeartbeatLoop {
@@ -14,7 +13,8 @@ export class HeartbeatLoop {
 
   constructor(
     private readonly engine: StorageEngine,
-    private readonly inFlight: Map<number, InFlight>,
+    /** The attempts this process holds: running ones and prefetched ones. */
+    private readonly attempts: () => AttemptRef[],
     private readonly report: () => RuntimeReport,
     readonly intervalMs: number,
     private readonly logger: Logger,
@@ -23,8 +23,7 @@ export class HeartbeatLoop {
   /** Beats once now (awaited at start so the runtime row exists before claiming). */
   async beat(): Promise<void> {
     try {
-      const items = [...this.inFlight.values()].map((f) => ({ id: f.job.id, lease: f.job.lease }));
-      await this.engine.heartbeat(items);
+      await this.engine.heartbeat(this.attempts());
       await this.engine.upsertRuntime(this.report());
       this.lastOk = true;
     } catch (e) {

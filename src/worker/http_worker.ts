@@ -1,5 +1,5 @@
 /**
- * The HTTP worker, mode `async` (contract 1, 2.1, 2.3, 3; decisions.md "HTTP worker, mode Async"):
+ * The HTTP worker, mode `async` (docs/reference/protocol.md; docs/adr/004-http-callbacks.md):
  * for each claimed job of its kind it registers a callback, POSTs the function request to the
  * function endpoint, and on a 2xx parks the attempt in `waiting_external`, freeing its worker slot.
  * The function (or anyone holding the signature) then resolves the callback through the receiver.
@@ -8,6 +8,7 @@
  * unless the status is in `retryableStatuses`; 5xx, connection errors and the request timeout are
  * retryable. The status and the first 1 KiB of the response body go into the attempt's error.
  */
+import { attemptContext, endRequestSpan, startRequestSpan } from "../metrics/tracing.ts";
 import { callbackUrl, DEFAULT_CALLBACK_PATH_PREFIX, normalizePathPrefix } from "../contract/callback_url.ts";
 import { sign, SIGNATURE_HEADER } from "../contract/signature.ts";
 import { TerminalError, ValidationError } from "../errors.ts";
@@ -18,7 +19,7 @@ import type { JobContext } from "./job_context.ts";
 import { retryWithin } from "./outcome_retry.ts";
 import { silentLogger } from "./logger.ts";
 
-/** How one job kind is pushed to a function endpoint (contract 2.3; the key in `httpWorkers` is the kind). */
+/** How one job kind is pushed to a function endpoint (the key in `httpWorkers` is the kind). */
 export interface HttpWorkerConfig {
   /** The function endpoint (http or https). */
   url: string;
@@ -54,9 +55,11 @@ export interface HttpRunnerDeps {
   onParking?: (parking: Promise<void>) => void;
   /** How long a failing park is retried (ms, default 0: once). */
   outcomeRetryMs?: number;
+  /** Told of each callback registered (by the claim or here). */
+  onCallbackRegistered?: (job: Job) => void;
 }
 
-/** The function request body (contract 2.1 plus `fail_url` and `heartbeat_url`). */
+/** The function request body (docs/reference/protocol.md, "The function request"). */
 export interface FunctionRequest {
   job_id: number;
   kind: string;
@@ -157,6 +160,11 @@ export function createHttpRunner(kind: string, config: HttpWorkerConfig, deps: H
   const retryable = new Set(c.retryableStatuses ?? []);
   const doFetch = deps.fetch ?? fetch;
   const logger = deps.logger;
+  // The URL spans show: without query or credentials.
+  const spanUrl = (() => {
+    const u = new URL(c.url);
+    return `${u.origin}${u.pathname}`;
+  })();
 
   const run = async (job: Job, ctx: JobContext): Promise<unknown> => {
     // Registered before the POST: a function that calls back at once finds its callback. The worker's
@@ -167,6 +175,7 @@ export function createHttpRunner(kind: string, config: HttpWorkerConfig, deps: H
       logger?.debug(`svc: job ${job.id} is no longer running this attempt; not calling its function`);
       return PARKED; // someone else changed the job (cancelled, rescued): write nothing
     }
+    deps.onCallbackRegistered?.(job);
     const body: FunctionRequest = {
       job_id: job.id,
       kind,
@@ -182,6 +191,9 @@ export function createHttpRunner(kind: string, config: HttpWorkerConfig, deps: H
     headers.set("content-type", "application/json");
     headers.set("idempotency-key", `${job.id}:${job.attempt}`);
     if (c.hmacSecret) headers.set(SIGNATURE_HEADER, sign(c.hmacSecret, callbackId));
+    // The request's span, child of the attempt's; its traceparent goes to the function endpoint.
+    const reqSpan = startRequestSpan(attemptContext(ctx), spanUrl, job);
+    if (reqSpan.traceparent) headers.set("traceparent", reqSpan.traceparent);
 
     const timeout = AbortSignal.timeout(requestTimeout);
     const signal = AbortSignal.any([ctx.signal, timeout]);
@@ -210,6 +222,7 @@ export function createHttpRunner(kind: string, config: HttpWorkerConfig, deps: H
         excerpt = await readExcerpt(res).catch(() => "(response body could not be read)");
       }
     } catch (e) {
+      endRequestSpan(reqSpan.span, null, (e as Error)?.message ?? String(e));
       if (timedOut()) {
         throw new Error(
           `function endpoint did not answer within the request timeout of ${requestTimeout} ms`,
@@ -218,6 +231,7 @@ export function createHttpRunner(kind: string, config: HttpWorkerConfig, deps: H
       if (ctx.signal.aborted) throw e; // cancel or shutdown: the executor records it
       throw new Error(`could not reach the function endpoint: ${(e as Error)?.message ?? e}`);
     }
+    endRequestSpan(reqSpan.span, status);
 
     if (status >= 200 && status < 300) {
       // The function has the job: the slot is free now and the park is written in the background, as a

@@ -6,6 +6,7 @@ import type { StorageEngine } from "../storage/engine.ts";
 import type { Job } from "../types.ts";
 import type { CallbackWaiters } from "./callback_waiters.ts";
 import { Wakeup } from "./wakeup.ts";
+import { ValidationError } from "../errors.ts";
 
 /** What a handler gets beside its job. */
 export interface JobContext {
@@ -18,10 +19,19 @@ export interface JobContext {
    * Rejects when the callback times out, fails, or the job is completed through the HTTP `complete` endpoint.
    */
   waitForCallback(callbackId: string): Promise<unknown>;
+  /**
+   * The W3C `traceparent` of this attempt's span (a child of the producer's span when it enqueued inside
+   * one), to propagate to systems the handler calls; null when there is none.
+   */
+  readonly traceparent: string | null;
 }
 
-/** Why a handler's signal was aborted. */
-export type AbortReason = "cancelled" | "deadline" | "shutdown" | "rescued";
+/**
+ * Why a handler's signal was aborted. `cancelled`: the job was changed under the attempt by someone
+ * else: cancelled, or (canonical engine) rescued by the leader (deadline passed, heartbeat stale), which
+ * the leader announces on the same NOTIFY channel as a cancel (docs/guide/handlers.md, "The abort signal").
+ */
+export type AbortReason = "cancelled" | "deadline" | "shutdown";
 
 /** Raised by `waitForCallback` when the callback ends otherwise than by `resumeExternal`. */
 export class CallbackEndedError extends Error {
@@ -39,16 +49,21 @@ export function createJobContext(
   engine: StorageEngine,
   waiters: CallbackWaiters,
   pollMs: number,
+  /** Told of each callback registered. */
+  onRegistered: () => void = () => {},
+  traceparent: string | null = null,
 ): JobContext {
   return {
     signal,
+    traceparent,
     async registerCallback(opts = {}) {
       const timeout = opts.timeout ?? DEFAULT_CALLBACK_TIMEOUT;
       if (!Number.isFinite(timeout) || timeout <= 0) {
-        throw new Error("registerCallback: timeout must be > 0 ms");
+        throw new ValidationError("registerCallback: timeout must be > 0 ms");
       }
       const id = await engine.registerCallback(job.id, job.lease, timeout, "in_process");
       if (!id) throw new CallbackEndedError(`job ${job.id} is no longer running this attempt`);
+      onRegistered();
       return id;
     },
     async waitForCallback(callbackId) {

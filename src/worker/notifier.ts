@@ -1,6 +1,6 @@
 /**
  * LISTEN/NOTIFY through the driver (postgres.js: one dedicated connection that re-listens after a
- * reconnect; embedded PGlite: its one session, delivered in-process), with the polling fallback: when
+ * reconnect; a driver of your own: its `listen`), with the polling fallback: when
  * `listen` is off or LISTEN fails, subscribers are simply never called and the dispatchers' poll
  * interval does the work.
  */

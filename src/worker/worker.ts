@@ -25,10 +25,12 @@ import { type Duty, MaintenanceLoop } from "./maintenance/maintenance.ts";
 import { listenNotifier, type Notifier, pollingNotifier } from "./notifier.ts";
 import type { WorkerEvents } from "./events.ts";
 import { emit } from "./events.ts";
-import { quietLogger } from "./logger.ts";
+import { defaultLogger } from "./logger.ts";
 import { cronDuty } from "./maintenance/cron.ts";
 import { parseHealthAddr, startHealthListener } from "./health_listener.ts";
 import { type CronDefinition, normalizeCronMap } from "../cron/definition.ts";
+import { NOOP_JOB, OTHER, svcMetrics } from "../metrics/svc_metrics.ts";
+import { workerGauges } from "../metrics/gauges.ts";
 
 export type { QueueConfig } from "./dispatcher.ts";
 
@@ -38,7 +40,7 @@ export interface WorkerOptions {
   databaseUrl?: string;
   /** Or a client whose pool the worker shares. */
   client?: Client;
-  /** Or a driver of your own, e.g. the embedded PGlite of `svc dev` (the worker never closes it). */
+  /** Or a driver of your own (the worker never closes it). */
   driver?: Driver;
   /** Postgres schema (default `svc`). */
   schema?: string;
@@ -74,7 +76,10 @@ export interface WorkerOptions {
   retention?: Partial<Retention>;
   /** Use LISTEN/NOTIFY wake-ups (default true); without it the claim loops poll. */
   listen?: boolean;
-  /** Anything with debug/info/warn/error (default: console without debug). */
+  /**
+   * Anything with debug/info/warn/error (default: console without debug; JSON lines with
+   * `SERVICE_LOG_FORMAT=json`).
+   */
   logger?: Logger;
   /** Event hooks. */
   on?: WorkerEvents;
@@ -88,8 +93,21 @@ export interface WorkerOptions {
    * release line (it claims only canonical jobs, and is refused once the storage transition is active).
    */
   engines?: ("canonical" | "queue_storage")[];
-  /** host:port of the health listener (`/healthz`, `/readyz`); default env SERVICE_HEALTH_ADDR; off without either. */
+  /**
+   * host:port of the health listener (`/healthz`, `/readyz`, and `/metrics` unless `metrics: false`);
+   * default env SERVICE_HEALTH_ADDR; off without either.
+   */
   healthAddr?: string;
+  /**
+   * Metrics (default true): recorded through `@opentelemetry/api` and written as Prometheus text on the
+   * health listener's `GET /metrics` (docs/reference/metrics.md). `false` records nothing.
+   */
+  metrics?: boolean;
+  /**
+   * Traces (default true): a span per attempt through `@opentelemetry/api`, child of the producer's span
+   * captured at enqueue; HTTP workers send the request span's `traceparent` to the function endpoint.
+   */
+  tracing?: boolean;
   /**
    * Deadline of the first connection in ms (default 10 000): `start()` rejects when no PostgreSQL has
    * answered by then (refused, silent, or an address that answers but is not PostgreSQL).
@@ -122,7 +140,7 @@ export interface WorkerExtensions {
 
 /** Creates a worker; nothing connects before `start()`. */
 export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): Worker {
-  const logger = opts.logger ?? quietLogger;
+  const logger = opts.logger ?? defaultLogger(env("SERVICE_LOG_FORMAT"));
   const on = opts.on ?? {};
   const pollInterval = opts.pollInterval ?? 500;
   const heartbeatInterval = opts.heartbeatInterval ?? 30_000;
@@ -156,7 +174,12 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
   if (opts.client) {
     client = opts.client;
   } else if (opts.driver) {
-    client = createClient({ driver: opts.driver, schema: opts.schema, heartbeatInterval });
+    client = createClient({
+      driver: opts.driver,
+      schema: opts.schema,
+      heartbeatInterval,
+      metrics: opts.metrics !== false,
+    });
   } else {
     const url = opts.databaseUrl ?? env("DATABASE_URL");
     if (!url) {
@@ -168,6 +191,7 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
       driver: postgresDriver(sql, { owned: true }),
       schema: opts.schema,
       heartbeatInterval,
+      metrics: opts.metrics !== false,
     });
     ownsPool = true;
   }
@@ -184,6 +208,7 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
   const names = client.names;
   const id = `${hostname()}:${pid()}:${crypto.randomUUID().slice(0, 8)}`;
 
+  const metrics = opts.metrics === false ? null : svcMetrics();
   const runners = new Map<string, KindRunner>();
   /** Parks of HTTP attempts still being written (their slots are free already); shutdown waits for them. */
   const parking = new Set<Promise<void>>();
@@ -198,6 +223,7 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
         engine,
         logger,
         outcomeRetryMs: outcomeRetryBudget(rescueAfter, heartbeatInterval),
+        onCallbackRegistered: (job) => metrics?.job(job.queue, job.kind).callbackRegistered.inc(),
         onParking: (p) => {
           parking.add(p);
           p.finally(() => parking.delete(p));
@@ -215,6 +241,8 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
   const callbackTimeoutsMs: Record<string, number> = {};
   for (const [kind, r] of runners) if (r.callbackTimeout) callbackTimeoutsMs[kind] = r.callbackTimeout;
 
+  metrics?.knowKinds(runners.keys());
+  metrics?.knowQueues(Object.keys(opts.queues));
   const inFlight = new Map<number, InFlight>();
   const waiters = new CallbackWaiters();
   const outcomeRetryMs = outcomeRetryBudget(rescueAfter, heartbeatInterval);
@@ -225,6 +253,7 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
     // fail() reads only the id and the lease of the job; the event carries the job as it ends up.
     unstorable: (c, reason) =>
       fail({ id: c.id, lease: c.lease } as Job, `result cannot be stored: ${reason}`, true, undefined, deps),
+    statementTimer: metrics?.f.svc_completion_batch_duration_seconds.with(),
   });
   const deps: ExecutorDeps = {
     engine,
@@ -235,6 +264,9 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
     on,
     pollInterval,
     outcomeRetryMs,
+    jobMetrics: metrics ? (job) => metrics.job(job.queue, job.kind) : () => NOOP_JOB,
+    // Span names carry the kind only when this worker runs it (a bounded set).
+    traceKind: opts.tracing === false ? null : (job) => (runners.has(job.kind) ? job.kind : OTHER),
   };
   const dispatchers = new Map<string, Dispatcher>();
   for (const [queue, cfg] of Object.entries(opts.queues)) {
@@ -251,6 +283,8 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
         pollInterval,
         logger,
         callbackTimeoutsMs,
+        completer,
+        metrics?.f.svc_claim_duration_seconds.with(metrics.queueLabel(queue)),
       ),
     );
   }
@@ -277,7 +311,7 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
     engines: opts.engines,
   });
   const maintenance = new MaintenanceLoop(
-    { engine: leaderEngine, logger, on, rescueAfter, retention, parkAfter },
+    { engine: leaderEngine, logger, on, rescueAfter, retention, parkAfter, metrics },
     election,
     maintenanceInterval,
     electionInterval,
@@ -290,7 +324,10 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
 
   const heartbeat = new HeartbeatLoop(
     engine,
-    inFlight,
+    () => [
+      ...[...inFlight.values()].map((f) => ({ id: f.job.id, lease: f.job.lease })),
+      ...[...dispatchers.values()].flatMap((d) => d.held()),
+    ],
     () => ({
       id,
       hostname: hostname(),
@@ -299,7 +336,7 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
       engines: engine.engines,
       ready: localReadiness(),
       leader: election.isLeader,
-      health: { in_flight: inFlight.size, listening: notifier.listening },
+      health: { in_flight: inFlight.size, listening: notifier.listening, rescue_after_ms: rescueAfter },
     }),
     heartbeatInterval,
     logger,
@@ -341,8 +378,15 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
           );
         }
       }
+      if (metrics) {
+        stops.push(workerGauges(metrics, engine, names.schema, dispatchers, () => election.isLeader));
+      }
       if (healthAddr) {
-        const listener = await startHealthListener(healthAddr, () => worker.healthCheck());
+        const listener = await startHealthListener(
+          healthAddr,
+          () => worker.healthCheck(),
+          metrics ? () => metrics.registry.text() : undefined,
+        );
         stops.push(() => listener.close());
         logger.info(`svc: health listener on ${listener.addr.hostname}:${listener.addr.port}`);
       }

@@ -3,6 +3,7 @@ import type { Client } from "../../src/client/client.ts";
 import { type AdminServer, type AdminServerOptions, createAdminServer } from "../../src/http/server.ts";
 import assert from "node:assert/strict";
 import type { Job } from "../../src/types.ts";
+import type { KindPolicy } from "../../src/storage/engine.ts";
 import { makeDue, TEST_ENGINE, testClient } from "./db.ts";
 
 /** An answer of the admin server. */
@@ -48,6 +49,19 @@ export async function adminFixture(
   };
 }
 
+/** Runs `fn` with an admin fixture, dropping its schema whatever happens. */
+export async function withApi(
+  fn: (f: AdminFixture) => Promise<void>,
+  opts: Partial<AdminServerOptions> & { log?: CapturedLog } = {},
+): Promise<void> {
+  const f = await adminFixture(opts);
+  try {
+    await fn(f);
+  } finally {
+    await f.drop();
+  }
+}
+
 /** Sends one request to a fetch handler and reads the answer. */
 export async function send(
   fetchFn: (req: Request) => Promise<Response>,
@@ -80,11 +94,12 @@ export async function setState(
   ids: number[],
   state: "completed" | "failed",
   errors: { error: string; [k: string]: unknown }[] = [],
+  policies: Record<string, KindPolicy> = {},
 ): Promise<void> {
   for (const id of ids) {
     const attempts = state === "failed" ? Math.max(errors.length, 1) : errors.length + 1;
     for (let a = 1; a <= attempts; a++) {
-      const job = await claimById(client, id);
+      const job = await claimById(client, id, policies);
       const last = a === attempts;
       if (last && state === "completed") {
         assert.deepEqual(await client.engine.complete([{ id, lease: job.lease, result: null }], true), [id]);
@@ -107,16 +122,24 @@ export async function setState(
   }
 }
 
-/** Claims the job `id` (into the prefetch buffer, then started), giving back the others claimed with it. */
-async function claimById(client: Client, id: number): Promise<Job> {
+/**
+ * Claims the job `id` for `runtimeId` (into the prefetch buffer, then started unless `start` is false),
+ * giving back the others claimed with it.
+ */
+export async function claimById(
+  client: Client,
+  id: number,
+  policies: Record<string, KindPolicy> = {},
+  opts: { start?: boolean; runtimeId?: string } = {},
+): Promise<Job> {
   const { queue } = (await client.getJob(id))!;
   for (let i = 0; i < 1000; i++) {
     const claimed = await client.engine.claim({
       queue,
       limit: 100,
       free: 0,
-      runtimeId: "test-runtime",
-      policies: {},
+      runtimeId: opts.runtimeId ?? "test-runtime",
+      policies,
       callbackTimeoutsMs: {},
       prefetchTtlMs: 60_000,
     });
@@ -124,7 +147,7 @@ async function claimById(client: Client, id: number): Promise<Job> {
     const others = claimed.filter((j) => j.id !== id);
     if (others.length) await client.engine.giveBack(others);
     if (mine) {
-      await client.engine.recordStarts([mine]);
+      if (opts.start !== false) await client.engine.recordStarts([mine]);
       return mine;
     }
     if (claimed.length === 0) throw new Error(`job ${id} is not available to claim`);

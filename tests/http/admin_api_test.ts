@@ -4,18 +4,9 @@
  */
 import assert from "node:assert/strict";
 import { JOB_STATES } from "../../src/types.ts";
-import { type AdminFixture, adminFixture, backdateFinished, setState } from "../helpers/admin.ts";
+import { adminFixture, backdateFinished, setState, withApi } from "../helpers/admin.ts";
 import { TEST_ENGINE } from "../helpers/db.ts";
 import { pendingCallback } from "../helpers/http.ts";
-
-async function withApi(fn: (f: AdminFixture) => Promise<void>, opts = {}): Promise<void> {
-  const f = await adminFixture(opts);
-  try {
-    await fn(f);
-  } finally {
-    await f.drop();
-  }
-}
 
 const JOB_KEYS = [
   "id",
@@ -403,9 +394,11 @@ Deno.test("GET /api/kinds: every kind with counts by state", () =>
     const a = await call("GET", "/api/kinds");
     assert.equal(a.status, 200);
     const zero = Object.fromEntries(JOB_STATES.map((s) => [s, 0]));
+    // No samples yet: the last hour's figures are empty.
+    const hour = { completed_1h: 0, failed_1h: 0, failure_rate: null, run_p50_ms: null, run_p95_ms: null };
     assert.deepEqual(a.body.kinds, [
-      { kind: "a", counts: { ...zero, available: 1, completed: 1 } },
-      { kind: "b", counts: { ...zero, available: 1 } },
+      { kind: "a", counts: { ...zero, available: 1, completed: 1 }, ...hour },
+      { kind: "b", counts: { ...zero, available: 1 }, ...hour },
     ]);
   }));
 
@@ -503,11 +496,13 @@ Deno.test("GET /api/runtimes: live processes, their queues, readiness and the le
       "heartbeat_at",
       "hostname",
       "id",
+      "in_flight",
       "leader",
       "live",
       "pid",
       "queues",
       "ready",
+      "rescue_after_ms",
       "started_at",
     ]);
     assert.deepEqual([r1.id, r1.pid, r1.queues, r1.ready, r1.leader, r1.live], [

@@ -8,19 +8,21 @@ import { parseSecret, sign } from "../../src/contract/signature.ts";
 import { type CallbackAuth, createCallbackRouter } from "../../src/http/callback_router.ts";
 import { ADMIN_ROUTES } from "../../src/http/admin_api/routes.ts";
 import { openApiPath } from "../../src/http/openapi.ts";
-import { type AdminFixture, adminFixture, send, setState } from "../helpers/admin.ts";
+import {
+  type AdminFixture,
+  type adminFixture,
+  send,
+  setState,
+  withApi as withAdmin,
+} from "../helpers/admin.ts";
 import { pendingCallback } from "../helpers/http.ts";
 
-async function withApi(
+/** The shared helper, with the options first (as this file's tests read). */
+function withApi(
   opts: Parameters<typeof adminFixture>[0],
   fn: (f: AdminFixture) => Promise<void>,
 ): Promise<void> {
-  const f = await adminFixture(opts);
-  try {
-    await fn(f);
-  } finally {
-    await f.drop();
-  }
+  return withAdmin(fn, opts);
 }
 
 /** A concrete path for a route: `:id` → a number, `:callback_id` → a UUID, other params → a name. */

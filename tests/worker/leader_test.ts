@@ -31,8 +31,9 @@ async function term(client: Client): Promise<{ holder: string | null; term: numb
 
 Deno.test("leader term: renewed while the leader ticks; taken over once it stops; the former leader's writes are fenced", async () => {
   const { client, drop } = await testClient();
-  const a = election(client, "A", 1_000);
-  const b = election(client, "B", 1_000);
+  // A TTL far above a tick's round trip, so that a loaded machine does not make A look stalled.
+  const a = election(client, "A", 5_000);
+  const b = election(client, "B", 5_000);
   try {
     assert.equal(await a.tick(), true);
     assert.equal(await b.tick(), false);
@@ -44,9 +45,9 @@ Deno.test("leader term: renewed while the leader ticks; taken over once it stops
       assert.equal(await b.tick(), false, `tick ${i}`);
     }
     // A stalls. B takes over once the term is older than the TTL, not before.
-    await sleep(500);
+    await sleep(1_000);
     assert.equal(await b.tick(), false, "the term is not stale yet");
-    await sleep(700);
+    await sleep(5_000);
     assert.equal(await b.tick(), true, "taken over");
     assert.deepEqual(await term(client), { holder: "B", term: 2 });
     // A duty of A's now writes nothing: its lock session was ended.

@@ -70,12 +70,13 @@ Deno.test("kill -9 mid-job: another process rescues and completes it; the stale 
     assert.equal(running.state, "running");
     await a.kill("SIGKILL");
 
-    // B (MODE b) finishes `block` jobs.
-    b = spawnWorker(schema, { MODE: "b" });
+    // B (MODE b) finishes `block` jobs. Its rescue window is wide enough that a loaded machine does not
+    // make B's own attempt look stale (which would rescue it once more: attempt 3).
+    b = spawnWorker(schema, { MODE: "b", RESCUE_MS: "5000" });
     await b.waitLine(/^started /);
     await waitFor(
       async () => (await client.getJob(job.id))!.state === "completed",
-      20_000,
+      40_000,
       "rescued and completed",
     );
     const done = (await client.getJob(job.id))!;

@@ -30,7 +30,12 @@ const jobBody: Schema = { type: "object", required: ["job"], properties: { job: 
 const bulkSchema: Schema = {
   type: "object",
   additionalProperties: false,
-  properties: { state: stateSchema, kind: { type: "string", minLength: 1 }, queue: queueNameSchema },
+  properties: {
+    state: stateSchema,
+    kind: { type: "string", minLength: 1 },
+    queue: queueNameSchema,
+    dry_run: { type: "boolean", description: "only count the jobs it would touch (D-16); nothing changes" },
+  },
 };
 
 const countBody: Schema = { type: "object", required: ["count"], properties: { count: { type: "integer" } } };
@@ -50,7 +55,7 @@ function bulkRoute(verb: "retry" | "cancel", summary: string, allowed: readonly 
     response: countBody,
     errors: ["invalid_request"],
     async handler({ client, body }) {
-      const b = body as { state?: JobState; kind?: string; queue?: string };
+      const b = body as { state?: JobState; kind?: string; queue?: string; dry_run?: boolean };
       if (b.state !== undefined && !allowed.includes(b.state)) {
         throw invalid(
           `bulk-${verb} applies to jobs that are ${allowed.join(", ")}; state ${b.state} matches none`,
@@ -60,7 +65,8 @@ function bulkRoute(verb: "retry" | "cancel", summary: string, allowed: readonly 
       if (b.state !== undefined) f.state = b.state;
       if (b.kind !== undefined) f.kind = b.kind;
       if (b.queue !== undefined) f.queue = b.queue;
-      return { count: await (verb === "retry" ? client.bulkRetry(f) : client.bulkCancel(f)) };
+      const o = { dryRun: b.dry_run === true };
+      return { count: await (verb === "retry" ? client.bulkRetry(f, o) : client.bulkCancel(f, o)) };
     },
   });
 }

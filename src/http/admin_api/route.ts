@@ -68,7 +68,7 @@ export type ErrorCode =
   | "method_not_allowed"
   | "cross_origin"
   | "unauthorized"
-  // the callback receiver's own (decisions.md "Callback receiver")
+  // the callback receiver's own (docs/reference/protocol.md, "Status codes")
   | "missing_signature"
   | "invalid_signature"
   | "invalid_callback_id"

@@ -4,7 +4,7 @@
  */
 import { JOB_STATES } from "../../types.ts";
 import { STATUS_BY_CODE } from "../errors.ts";
-import type { Schema } from "./route.ts";
+import type { Param, Schema } from "./route.ts";
 
 const time: Schema = { type: "string", format: "date-time" };
 const timeOrNull: Schema = { type: ["string", "null"], format: "date-time" };
@@ -15,6 +15,14 @@ export const stateSchema: Schema = { type: "string", enum: JOB_STATES };
 
 /** Queue names: 1 to 48 characters of `A-Z a-z 0-9 _ . -`. */
 export const queueNameSchema: Schema = { type: "string", pattern: "^[A-Za-z0-9_.-]{1,48}$" };
+
+/** A job kind in a query filter. */
+export const kindFilterSchema: Schema = { type: "string", maxLength: 255 };
+
+/** A query parameter. */
+export function queryParam(name: string, description: string, schema: Schema): Param {
+  return { name, in: "query", description, schema };
+}
 
 /** Every component schema, by name. */
 export const SCHEMAS: Record<string, Schema> = {
@@ -136,6 +144,11 @@ export const SCHEMAS: Record<string, Schema> = {
       started_at: time,
       heartbeat_at: time,
       live: { type: "boolean", description: "heartbeated within 3 heartbeat intervals" },
+      rescue_after_ms: {
+        type: ["integer", "null"],
+        description: "the rescue window it reported: an attempt without a heartbeat for longer is rescued",
+      },
+      in_flight: { type: ["integer", "null"], description: "attempts it was running at its last heartbeat" },
     },
   },
 };

@@ -2,6 +2,7 @@
 import { JOB_STATES, type JobState, type QueueInfo } from "../../types.ts";
 import { ref, route } from "./route.ts";
 import { queueToJson } from "../../wire.ts";
+import { kindFilterSchema, queryParam, queueNameSchema } from "./schemas.ts";
 
 /** Counts by state summed over queues, with the states whose sum is a lower bound. */
 function sumCounts(queues: QueueInfo[]): { counts: Record<JobState, number>; approximate: JobState[] } {
@@ -63,6 +64,77 @@ export const statsRoutes = [
           minute: new Date(p.minute).toISOString(),
           completed: p.completed,
           failed: p.failed,
+        })),
+      };
+    },
+  }),
+  route({
+    method: "GET",
+    path: "/stats/samples",
+    operationId: "getSamples",
+    summary:
+      "Per-minute samples written by the leader: per queue its depth, per (queue, kind) finished attempts",
+    tag: "stats",
+    mutates: false,
+    params: [
+      queryParam("queue", "only samples of this queue", queueNameSchema),
+      queryParam("kind", "only samples of this kind (leaves out the per-queue depth rows)", kindFilterSchema),
+      queryParam("minutes", "the last this many minutes (default 60, at most 7 days)", {
+        type: "integer",
+        minimum: 1,
+        maximum: 10_080,
+        default: 60,
+      }),
+    ],
+    response: {
+      type: "object",
+      required: ["samples"],
+      properties: {
+        samples: {
+          type: "array",
+          description: "oldest first; per minute the queue rows (kind null, depth set) before the kind rows",
+          items: {
+            type: "object",
+            properties: {
+              minute: { type: "string", format: "date-time", description: "start of the minute" },
+              queue: { type: "string" },
+              kind: { type: ["string", "null"], description: "null on a queue's depth row" },
+              depth: {
+                type: ["integer", "null"],
+                description: "available jobs a few seconds after the minute ended (an estimate: counted up " +
+                  "to 10,000 per lane); null on kind rows",
+              },
+              completed: { type: "integer" },
+              failed: { type: "integer", description: "attempts that failed for good" },
+              retried: { type: "integer", description: "attempts that failed and were scheduled again" },
+              run_p50_ms: {
+                type: ["number", "null"],
+                description: "median run time of the finished attempts",
+              },
+              run_p95_ms: { type: ["number", "null"] },
+            },
+          },
+        },
+      },
+    },
+    errors: ["invalid_request"],
+    async handler({ client, query }) {
+      const rows = await client.engine.samples.list({
+        queue: query.queue as string | undefined,
+        kind: query.kind as string | undefined,
+        minutes: (query.minutes as number | undefined) ?? 60,
+      });
+      return {
+        samples: rows.map((r) => ({
+          minute: r.minute.toISOString(),
+          queue: r.queue,
+          kind: r.kind,
+          depth: r.depth,
+          completed: r.completed,
+          failed: r.failed,
+          retried: r.retried,
+          run_p50_ms: r.runP50Ms,
+          run_p95_ms: r.runP95Ms,
         })),
       };
     },

@@ -1,11 +1,11 @@
 /** Bulk admin changes by filter on the jobs table: cancel and retry (or count them: dry run). */
 import type { Db } from "../../db/connection.ts";
 import type { SchemaNames } from "../../db/names.ts";
-import { JOB_STATES } from "../../types.ts";
+import { JOB_STATES, TERMINAL_STATES } from "../../types.ts";
 import { ValidationError } from "../../errors.ts";
 import type { JobFilter } from "../engine.ts";
 
-const TERMINAL = `('completed', 'failed', 'cancelled')`;
+const TERMINAL = `(${TERMINAL_STATES.map((s) => `'${s}'`).join(", ")})`;
 
 /** Builds `where` clauses for a filter; returns the SQL and its parameters. */
 function filterSql(f: JobFilter, params: unknown[]): string[] {

@@ -16,9 +16,11 @@ import type {
   Failure,
   JobFilter,
   KindCounts,
+  KindMinute,
   MaintainedJob,
   NewJob,
   ParkRequest,
+  QueueDepth,
   ResolveAction,
   ResolveArgs,
   Retention,
@@ -29,6 +31,7 @@ import type {
   ThroughputPoint,
 } from "../engine.ts";
 import { enqueueJobs } from "../shared/enqueue.ts";
+import { DEPTH_CAP, readDepths, readKindMinute, SampleStore } from "../shared/samples.ts";
 import { claimJobs } from "./claim.ts";
 import { completeJobs } from "./complete.ts";
 import { failJob, giveBack, heartbeatJobs, parkJobs, recordStarts, snoozeJob } from "./fail.ts";
@@ -41,7 +44,7 @@ import {
   refreshStatistics,
   rescueStale,
 } from "./maintenance.ts";
-import { queueDeclared, setQueuePaused } from "../shared/queues.ts";
+import { queueDeclared, queuePaused, setQueuePaused } from "../shared/queues.ts";
 import {
   type CallbackSql,
   getCallback,
@@ -51,7 +54,7 @@ import {
   type ResolveRequest,
 } from "../shared/callbacks.ts";
 import { deleteRuntime, listRuntimes, upsertRuntime } from "../shared/runtimes.ts";
-import { cancelJob, getJob, listJobs, retryJob } from "../shared/sql_api.ts";
+import { cancelJob, getJob, listJobs, retryJob, runningJobs } from "../shared/sql_api.ts";
 import { readStorageState } from "../shared/state.ts";
 import { CronStore } from "../shared/cron.ts";
 import { Batcher } from "../../runtime/batcher.ts";
@@ -60,6 +63,7 @@ import { Batcher } from "../../runtime/batcher.ts";
 export class CanonicalEngine implements StorageEngine {
   readonly name = "canonical";
   readonly cron: CronStore;
+  readonly samples: SampleStore;
   readonly callbackSql: CallbackSql;
   /** Parks and callback resolutions that arrive together are written together (group commit). */
   private readonly parks: Batcher<ParkRequest, boolean>;
@@ -71,6 +75,7 @@ export class CanonicalEngine implements StorageEngine {
     private readonly liveWithinMs = 90_000,
   ) {
     this.cron = new CronStore(db, n);
+    this.samples = new SampleStore(db, n, this);
     this.callbackSql = {
       table: `${n.q}.callbacks`,
       register: `${n.q}.register_callback`,
@@ -117,6 +122,9 @@ export class CanonicalEngine implements StorageEngine {
   listJobs(opts: ListJobsOptions): Promise<JobPage> {
     return listJobs(this.db, this.n, opts);
   }
+  runningJobs(limit: number): Promise<Job[]> {
+    return runningJobs(this.db, `${this.n.q}.jobs where state = 'running'`, limit);
+  }
   cancel(id: number): Promise<Job> {
     return cancelJob(this.db, this.n, id);
   }
@@ -131,6 +139,9 @@ export class CanonicalEngine implements StorageEngine {
   }
   pauseQueue(name: string): Promise<void> {
     return setQueuePaused(this.db, this.n, name, true);
+  }
+  queuePaused(name: string): Promise<boolean> {
+    return queuePaused(this.db, this.n, name);
   }
   resumeQueue(name: string): Promise<void> {
     return setQueuePaused(this.db, this.n, name, false);
@@ -148,6 +159,12 @@ export class CanonicalEngine implements StorageEngine {
   }
   throughput(minutes: number): Promise<ThroughputPoint[]> {
     return throughput(this.db, this.n, minutes);
+  }
+  queueDepths(): Promise<QueueDepth[]> {
+    return readDepths(this.db, `${this.n.q}.canonical_queue_depths`, DEPTH_CAP);
+  }
+  kindMinute(minute: Date): Promise<KindMinute[]> {
+    return readKindMinute(this.db, [`${this.n.q}.canonical_finished_attempts`], minute);
   }
   registerCallback(
     id: number,

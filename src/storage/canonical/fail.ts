@@ -79,9 +79,11 @@ export async function heartbeatJobs(db: Db, n: SchemaNames, items: AttemptRef[])
 export async function recordStarts(db: Db, n: SchemaNames, items: AttemptRef[]): Promise<number[]> {
   if (items.length === 0) return [];
   const rows = await db.query(
-    `update ${n.q}.jobs j set attempted_at = now(), heartbeat_at = now()
+    `with async_commit as (select set_config('synchronous_commit', 'off', true) as v)
+     update ${n.q}.jobs j set attempted_at = now(), heartbeat_at = now()
        from json_to_recordset($1::text::json) as u(id bigint, lease integer)
-      where j.id = any($2::bigint[]) and j.state = 'running' and j.id = u.id and j.lease = u.lease
+      where (select v from async_commit) = 'off'
+        and j.id = any($2::bigint[]) and j.state = 'running' and j.id = u.id and j.lease = u.lease
         and j.attempted_at is null
       returning j.id`,
     [JSON.stringify(items), items.map((i) => i.id)],

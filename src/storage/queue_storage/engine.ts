@@ -25,9 +25,11 @@ import {
   type Failure,
   type JobFilter,
   type KindCounts,
+  type KindMinute,
   type MaintainedJob,
   type NewJob,
   type ParkRequest,
+  type QueueDepth,
   type ResolveAction,
   type ResolveArgs,
   type Retention,
@@ -38,9 +40,10 @@ import {
   type ThroughputPoint,
 } from "../engine.ts";
 import { enqueueJobs } from "../shared/enqueue.ts";
+import { DEPTH_CAP, readDepths, readKindMinute, SampleStore } from "../shared/samples.ts";
 import { policiesJson } from "../canonical/claim.ts";
 import { DEADLINE_GRACE_MS } from "../canonical/maintenance.ts";
-import { queueDeclared, setQueuePaused } from "../shared/queues.ts";
+import { queueDeclared, queuePaused, setQueuePaused } from "../shared/queues.ts";
 import {
   type CallbackSql,
   getCallback,
@@ -50,7 +53,7 @@ import {
   type ResolveRequest,
 } from "../shared/callbacks.ts";
 import { deleteRuntime, listRuntimes, upsertRuntime } from "../shared/runtimes.ts";
-import { cancelJob, getJob, listJobs, retryJob } from "../shared/sql_api.ts";
+import { cancelJob, getJob, listJobs, retryJob, runningJobs } from "../shared/sql_api.ts";
 import { readStorageState } from "../shared/state.ts";
 import { CronStore } from "../shared/cron.ts";
 import { Batcher } from "../../runtime/batcher.ts";
@@ -90,6 +93,7 @@ export function historyWidthMs(retentionMs: number): number {
 export class QueueStorageEngine implements StorageEngine {
   readonly name = "queue_storage";
   readonly cron: CronStore;
+  readonly samples: SampleStore;
   readonly callbackSql: CallbackSql;
   private readonly q: string;
   private readonly locators = new Map<string, Locator>();
@@ -109,6 +113,7 @@ export class QueueStorageEngine implements StorageEngine {
   ) {
     this.q = qs.q;
     this.cron = new CronStore(db, n);
+    this.samples = new SampleStore(db, n, this);
     this.callbackSql = {
       table: `${this.q}.callbacks`,
       register: `${this.q}.register_callback`,
@@ -163,9 +168,13 @@ export class QueueStorageEngine implements StorageEngine {
 
   async recordStarts(items: AttemptRef[]): Promise<number[]> {
     if (items.length === 0) return [];
-    const rows = await this.db.query(`select ${this.q}.record_starts($1::text::jsonb) as id`, [
-      JSON.stringify(items.map((i) => this.ref(i))),
-    ]);
+    const rows = await this.db.query(
+      `select r.id from (select set_config('synchronous_commit', 'off', true) as v) a,
+              lateral ${this.q}.record_starts($1::text::jsonb) as r(id) where a.v = 'off'`,
+      [
+        JSON.stringify(items.map((i) => this.ref(i))),
+      ],
+    );
     return rows.map((r) => Number(r.id));
   }
 
@@ -184,16 +193,21 @@ export class QueueStorageEngine implements StorageEngine {
     return [...done.keys()];
   }
 
+  /** The completions as `complete()` reads them: with the claim's slot and the job's unique key. */
+  private completionItems(items: Completion[]): string {
+    return completionsJson(items, (c) => {
+      const loc = this.locators.get(`${c.id}:${c.lease}`);
+      if (!loc) return "";
+      return loc.unique_key === undefined
+        ? `,"slot":${loc.slot}`
+        : `,"slot":${loc.slot},"unique_key":${JSON.stringify(loc.unique_key)}`;
+    });
+  }
+
   async complete(items: Completion[], keep: boolean): Promise<number[]> {
     if (items.length === 0) return [];
     const rows = await this.db.query(`select ${this.q}.complete($1::text::jsonb, $2) as id`, [
-      completionsJson(items, (c) => {
-        const loc = this.locators.get(`${c.id}:${c.lease}`);
-        if (!loc) return "";
-        return loc.unique_key === undefined
-          ? `,"slot":${loc.slot}`
-          : `,"slot":${loc.slot},"unique_key":${JSON.stringify(loc.unique_key)}`;
-      }),
+      this.completionItems(items),
       keep,
     ]);
     items.forEach((c) => this.forget(c));
@@ -236,6 +250,14 @@ export class QueueStorageEngine implements StorageEngine {
   }
   listJobs(opts: ListJobsOptions): Promise<JobPage> {
     return listJobs(this.db, this.n, opts);
+  }
+  runningJobs(limit: number): Promise<Job[]> {
+    return runningJobs(
+      this.db,
+      `(select * from ${this.q}.jobs_running
+        union all select * from ${this.q}.jobs_parked where state = 'running') j`,
+      limit,
+    );
   }
   cancel(id: number): Promise<Job> {
     return cancelJob(this.db, this.n, id);
@@ -284,6 +306,9 @@ export class QueueStorageEngine implements StorageEngine {
   pauseQueue(name: string): Promise<void> {
     return setQueuePaused(this.db, this.n, name, true);
   }
+  queuePaused(name: string): Promise<boolean> {
+    return queuePaused(this.db, this.n, name);
+  }
   resumeQueue(name: string): Promise<void> {
     return setQueuePaused(this.db, this.n, name, false);
   }
@@ -331,6 +356,16 @@ export class QueueStorageEngine implements StorageEngine {
   async throughput(minutes: number): Promise<ThroughputPoint[]> {
     const rows = await this.db.query(`select * from ${this.q}.throughput($1)`, [minutes]);
     return rows.map((r) => ({ minute: r.minute, completed: Number(r.completed), failed: Number(r.failed) }));
+  }
+  queueDepths(): Promise<QueueDepth[]> {
+    return readDepths(this.db, `${this.q}.queue_depths`, DEPTH_CAP);
+  }
+  /** The SQL function of the attempts that finished in a minute. */
+  get finishedAttemptsFn(): string {
+    return `${this.q}.finished_attempts`;
+  }
+  kindMinute(minute: Date): Promise<KindMinute[]> {
+    return readKindMinute(this.db, [this.finishedAttemptsFn], minute);
   }
 
   registerCallback(

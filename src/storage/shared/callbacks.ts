@@ -4,7 +4,7 @@
  * functions of the same signature; `CallbackSql` names them for one engine.
  */
 import type { Db, Row } from "../../db/connection.ts";
-import type { CallbackRecord, CallbackResolution } from "../engine.ts";
+import type { CallbackRecord, CallbackResolution, ResolveAction, ResolveArgs } from "../engine.ts";
 import { ItemFailure } from "../../runtime/batcher.ts";
 
 /** Where one engine keeps its callbacks and how it resolves them (qualified SQL names). */
@@ -66,13 +66,9 @@ export async function listCallbacks(db: Db, c: CallbackSql, jobId: number): Prom
 }
 
 /** One callback resolution: the callback, what to do, and that action's arguments. */
-export interface ResolveRequest {
+export interface ResolveRequest extends ResolveArgs {
   id: string;
-  action: "complete" | "resume" | "fail" | "heartbeat";
-  payload?: unknown;
-  error?: string;
-  retryable?: boolean;
-  timeoutSeconds?: number;
+  action: ResolveAction;
 }
 
 export function rowToResolution(r: Row): CallbackResolution {

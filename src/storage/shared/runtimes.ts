@@ -42,7 +42,13 @@ export async function listRuntimes(db: Db, n: SchemaNames, liveWithinMs: number)
     startedAt: r.started_at,
     heartbeatAt: r.heartbeat_at,
     live: r.live,
+    rescueAfterMs: numberOrNull(r.health?.rescue_after_ms),
+    inFlight: numberOrNull(r.health?.in_flight),
   }));
+}
+
+function numberOrNull(v: unknown): number | null {
+  return typeof v === "number" && Number.isFinite(v) ? v : null;
 }
 
 /** How long the row of a runtime that stopped heartbeating is kept (for the UI and the rescue). */

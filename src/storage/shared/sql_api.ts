@@ -9,6 +9,7 @@ import type { SchemaNames } from "../../db/names.ts";
 import { InvalidStateError, JobNotFoundError, UniqueConflictError, ValidationError } from "../../errors.ts";
 import type { Job, JobPage, ListJobsOptions } from "../../types.ts";
 import { jobFromJson } from "../../wire.ts";
+import { rowToJob } from "../job_row.ts";
 
 /** The library's error for an error raised by the SQL API; other errors as they are. */
 export function apiError(e: unknown, id?: number): unknown {
@@ -56,6 +57,18 @@ export async function listJobs(db: Db, n: SchemaNames, o: ListJobsOptions): Prom
     jobs: (r.p.jobs as Record<string, unknown>[]).map(jobFromJson),
     nextCursor: r.p.next_cursor ?? null,
   };
+}
+
+/**
+ * At most `limit` rows of `source` (a relation with the jobs table's columns, filtered to running jobs):
+ * started ones by start time (the longest running first), then the prefetched, oldest id first.
+ */
+export async function runningJobs(db: Db, source: string, limit: number): Promise<Job[]> {
+  const rows = await db.query(
+    `select * from ${source} order by attempted_at asc nulls last, id limit $1`,
+    [Math.max(0, Math.floor(limit))],
+  );
+  return rows.map(rowToJob);
 }
 
 export async function cancelJob(db: Db, n: SchemaNames, id: number): Promise<Job> {

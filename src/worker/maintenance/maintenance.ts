@@ -15,6 +15,8 @@ import { expireCallbacks } from "./callback_timeouts.ts";
 import { cleanup } from "./cleanup.ts";
 import { statistics } from "./statistics.ts";
 import { ring } from "./ring.ts";
+import { samples } from "./samples.ts";
+import type { SvcMetrics } from "../../metrics/svc_metrics.ts";
 
 /** What duties get. */
 export interface MaintenanceContext {
@@ -25,6 +27,8 @@ export interface MaintenanceContext {
   retention: Retention;
   /** Queue storage: attempts running longer than this leave the ring. */
   parkAfter: number;
+  /** The process's metrics (null with `metrics: false`). */
+  metrics?: SvcMetrics | null;
 }
 
 /** A duty with its period. */
@@ -56,6 +60,7 @@ export class MaintenanceLoop {
       { name: "cleanup", everyMs: 60_000, run: cleanup },
       { name: "statistics", everyMs: Math.max(intervalMs, 5_000), run: statistics },
       { name: "ring", everyMs: Math.max(intervalMs, 1_000), run: ring },
+      { name: "samples", everyMs: Math.max(intervalMs, 5_000), run: samples },
       ...extraDuties,
     ];
   }
@@ -92,11 +97,22 @@ export class MaintenanceLoop {
           this.lastRun.set(d.name, Date.now());
           await this.election.renewIfDue();
           if (!this.election.isLeader) break;
+          const t0 = performance.now();
+          let outcome = "ok";
           try {
             await d.run(this.m);
           } catch (e) {
+            outcome = e instanceof NotLeaderError ? "not_leader" : "error";
             if (e instanceof NotLeaderError) break; // the election step below notices
             this.m.logger.error(`svc: maintenance duty ${d.name} failed: ${(e as Error).message}`);
+          } finally {
+            const metrics = this.m.metrics;
+            if (metrics) {
+              metrics.f.svc_leader_duty_runs_total.with(d.name, outcome).inc();
+              metrics.f.svc_leader_duty_duration_seconds.with(d.name).observe(
+                (performance.now() - t0) / 1000,
+              );
+            }
           }
         }
       }

@@ -4,6 +4,7 @@ import { emit } from "../events.ts";
 
 export async function rescue(m: MaintenanceContext): Promise<void> {
   for (const job of await m.engine.rescue(m.rescueAfter)) {
+    m.metrics?.f.svc_jobs_rescued_total.with(m.metrics.kindLabel(job.kind)).inc();
     m.logger.warn(`svc: rescued job ${job.id} (${job.kind}): ${job.reason}; now ${job.state}`);
     emit(m.on, m.logger, "rescued", job, job.reason);
   }

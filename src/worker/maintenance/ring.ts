@@ -11,6 +11,7 @@ export async function ring(m: MaintenanceContext): Promise<void> {
   if (r.rotated !== null) m.logger.debug(`svc: ring rotated to slot ${r.rotated}`);
   if (r.moved > 0) m.logger.debug(`svc: moved ${r.moved} long attempts out of the ring`);
   for (const [slot, outcome] of Object.entries(r.pruned)) {
+    m.metrics?.f.svc_ring_prune_total.with(outcome).inc();
     if (outcome === "pruned") m.logger.debug(`svc: ring slot ${slot} reclaimed`);
   }
 }

@@ -1,3 +1,9 @@
+/**
+ * The worker (`createWorker`, src/worker/) against PostgreSQL: handler outcomes, backoff, cancel, claim
+ * order, scheduling, deadlines, slots, in-process callbacks and their timeouts, shutdown, rescue, schema
+ * checks and NOTIFY wake-ups, on the storage engine of the run. (The unit tests of the dispatcher, the
+ * executor and the completer without a database are in tests/unit/.)
+ */
 import { claim } from "../helpers/claim.ts";
 import assert from "node:assert/strict";
 import { grantWorkerRole, makeDue, testClient, waitFor } from "../helpers/db.ts";

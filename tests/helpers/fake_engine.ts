@@ -1,0 +1,388 @@
+/**
+ * An in-memory fake of the storage engine interface (`src/storage/engine.ts`), enough for the worker
+ * runtime (dispatcher, executor, completer): jobs in a map, claims, start records, give-backs,
+ * completions, failures, snoozes, parks, heartbeats and paused queues. Every write carries (id, lease) and
+ * changes nothing when the lease is no longer current, as in the real engines. Every call is logged in
+ * `calls`; `faults` makes the next calls of a method throw; `delays` makes a method take that long.
+ * Methods the runtime never calls throw "not in the fake".
+ *
+ * A prefetched job is `running` with `started: false` until `recordStarts`; a
+ * give-back returns it to `available` and takes back its attempt, as the engines do.
+ */
+import type {
+  AttemptRef,
+  CallbackRecord,
+  CallbackResolution,
+  ClaimRequest,
+  Completion,
+  Failure,
+  KindCounts,
+  KindMinute,
+  MaintainedJob,
+  QueueDepth,
+  RingReport,
+  RuntimeReport,
+  StorageEngine,
+  StorageState,
+  ThroughputPoint,
+} from "../../src/storage/engine.ts";
+import type { CronStore } from "../../src/storage/shared/cron.ts";
+import type { SampleStore } from "../../src/storage/shared/samples.ts";
+import type { Job, JobPage, QueueInfo, RuntimeInfo } from "../../src/types.ts";
+
+/** A job of the fake, with whether its attempt's start is recorded. */
+export interface FakeJob extends Job {
+  started: boolean;
+}
+
+/** One call made to the fake. */
+export interface FakeCall {
+  method: string;
+  args: unknown[];
+}
+
+function notInFake(method: string): never {
+  throw new Error(`${method}: not in the fake engine`);
+}
+
+/** A job with defaults for every field. */
+export function fakeJob(fields: Partial<Job> & { id: number }): FakeJob {
+  return {
+    kind: "k",
+    queue: "q",
+    args: {},
+    state: "available",
+    priority: 2,
+    attempt: 0,
+    maxAttempts: 25,
+    effectiveMaxAttempts: null,
+    runAt: new Date(0),
+    createdAt: new Date(0),
+    attemptedAt: null,
+    finalizedAt: null,
+    heartbeatAt: null,
+    deadlineAt: null,
+    errors: [],
+    tags: [],
+    metadata: {},
+    result: null,
+    uniqueKey: null,
+    callbackId: null,
+    callbackTimeoutAt: null,
+    lease: 0,
+    attemptedBy: null,
+    started: false,
+    ...fields,
+  };
+}
+
+export class FakeEngine implements StorageEngine {
+  readonly name = "fake";
+  readonly jobs = new Map<number, FakeJob>();
+  readonly paused = new Set<string>();
+  readonly calls: FakeCall[] = [];
+  /** Errors the next calls of a method throw, first first. */
+  readonly faults: Record<string, unknown[]> = {};
+  /** Milliseconds a method waits before it acts. */
+  readonly delays: Record<string, number> = {};
+  /** Called at the start of every claim (after its delay), e.g. to check the dispatcher's counts. */
+  onClaim: (req: ClaimRequest) => void = () => {};
+  /**
+   * A completion whose result PostgreSQL would refuse: its whole statement throws this error (a data
+   * error, as a result with an escape PostgreSQL cannot store does).
+   */
+  refuse: (c: Completion) => Error | null = () => null;
+  private nextId = 1;
+
+  /** Adds `n` available jobs (of `fields`, queue `q` and kind `k` by default); returns them. */
+  add(n: number, fields: Partial<Job> = {}): FakeJob[] {
+    const out: FakeJob[] = [];
+    for (let i = 0; i < n; i++) {
+      const job = fakeJob({ ...fields, id: this.nextId++ });
+      this.jobs.set(job.id, job);
+      out.push(job);
+    }
+    return out;
+  }
+
+  /** The calls of one method. */
+  callsOf(method: string): unknown[][] {
+    return this.calls.filter((c) => c.method === method).map((c) => c.args);
+  }
+
+  /** Jobs by state. */
+  inState(state: string): FakeJob[] {
+    return [...this.jobs.values()].filter((j) => j.state === state);
+  }
+
+  private async enter(method: string, ...args: unknown[]): Promise<void> {
+    this.calls.push({ method, args });
+    // A round trip to the database is never synchronous: at least one macrotask.
+    await new Promise((r) => setTimeout(r, this.delays[method] ?? 0));
+    const fault = this.faults[method];
+    if (fault?.length) throw fault.shift();
+  }
+
+  /** The job when (id, lease) is its current running attempt. */
+  private current(ref: AttemptRef): FakeJob | null {
+    const j = this.jobs.get(ref.id);
+    return j && j.lease === ref.lease && j.state === "running" ? j : null;
+  }
+
+  private copy(j: FakeJob): Job {
+    const { started: _, ...job } = j;
+    return structuredClone(job);
+  }
+
+  enqueue(): Promise<Job[]> {
+    return notInFake("enqueue");
+  }
+
+  async claim(req: ClaimRequest): Promise<Job[]> {
+    await this.enter("claim", req);
+    this.onClaim(req);
+    if (this.paused.has(req.queue)) return [];
+    const due = [...this.jobs.values()]
+      .filter((j) => j.queue === req.queue && j.state === "available")
+      .sort((a, b) => a.priority - b.priority || a.id - b.id)
+      .slice(0, req.limit);
+    return due.map((j, i) => {
+      j.state = "running";
+      j.lease++;
+      j.attempt++;
+      j.attemptedBy = req.runtimeId;
+      j.started = i < req.free;
+      j.attemptedAt = j.started ? new Date() : null;
+      const out = this.copy(j);
+      if (!j.started) out.prefetched = true;
+      return out;
+    });
+  }
+
+  async recordStarts(items: AttemptRef[]): Promise<number[]> {
+    await this.enter("recordStarts", items);
+    return this.start(items);
+  }
+
+  private start(items: AttemptRef[]): number[] {
+    const ids: number[] = [];
+    for (const ref of items) {
+      const j = this.current(ref);
+      if (j && !j.started) {
+        j.started = true;
+        j.attemptedAt = new Date();
+        ids.push(j.id);
+      }
+    }
+    return ids;
+  }
+
+  async giveBack(items: AttemptRef[]): Promise<number[]> {
+    await this.enter("giveBack", items);
+    const ids: number[] = [];
+    for (const ref of items) {
+      const j = this.current(ref);
+      if (j && !j.started) {
+        j.state = "available";
+        j.attempt--;
+        ids.push(j.id);
+      }
+    }
+    return ids;
+  }
+
+  async complete(items: Completion[], keep: boolean): Promise<number[]> {
+    await this.enter("complete", items, keep);
+    return this.completeNow(items, keep);
+  }
+
+  private completeNow(items: Completion[], keep: boolean): number[] {
+    for (const c of items) {
+      const refused = this.refuse(c);
+      if (refused) throw refused;
+    }
+    const ids: number[] = [];
+    for (const c of items) {
+      const j = this.current(c);
+      if (!j) continue;
+      if (keep) {
+        j.state = "completed";
+        j.result = c.resultJson !== undefined ? JSON.parse(c.resultJson) : c.result ?? null;
+        j.finalizedAt = new Date();
+      } else this.jobs.delete(j.id);
+      ids.push(j.id);
+    }
+    return ids;
+  }
+
+  async fail(item: Failure): Promise<Job | null> {
+    await this.enter("fail", item);
+    const j = this.current(item);
+    if (!j) return null;
+    const retry = !item.terminal && j.attempt < j.maxAttempts;
+    j.state = retry ? "retryable" : "failed";
+    j.errors.push({ attempt: j.attempt, at: new Date().toISOString(), error: item.error, terminal: !retry });
+    if (!retry) j.finalizedAt = new Date();
+    return this.copy(j);
+  }
+
+  async snooze(id: number, lease: number, delayMs: number): Promise<boolean> {
+    await this.enter("snooze", id, lease, delayMs);
+    const j = this.current({ id, lease });
+    if (!j) return false;
+    j.state = "scheduled";
+    j.attempt--;
+    j.runAt = new Date(Date.now() + delayMs);
+    return true;
+  }
+
+  async heartbeat(items: AttemptRef[]): Promise<void> {
+    await this.enter("heartbeat", items);
+    for (const ref of items) {
+      const j = this.current(ref);
+      if (j) j.heartbeatAt = new Date();
+    }
+  }
+
+  async park(id: number, lease: number, callbackId: string): Promise<boolean> {
+    await this.enter("park", id, lease, callbackId);
+    const j = this.current({ id, lease });
+    if (!j || j.callbackId !== callbackId) return false;
+    j.state = "waiting_external";
+    return true;
+  }
+
+  async getJob(id: number): Promise<Job | null> {
+    await this.enter("getJob", id);
+    const j = this.jobs.get(id);
+    return j ? this.copy(j) : null;
+  }
+
+  /** Cancels a job at once (as `svc job cancel` would); the fake sends no NOTIFY. */
+  async cancel(id: number): Promise<Job> {
+    await this.enter("cancel", id);
+    const j = this.jobs.get(id);
+    if (!j) throw new Error(`job ${id} not found`);
+    j.state = "cancelled";
+    j.finalizedAt = new Date();
+    return this.copy(j);
+  }
+
+  async pauseQueue(name: string): Promise<void> {
+    await this.enter("pauseQueue", name);
+    this.paused.add(name);
+  }
+
+  async queuePaused(name: string): Promise<boolean> {
+    await this.enter("queuePaused", name);
+    return this.paused.has(name);
+  }
+
+  async resumeQueue(name: string): Promise<void> {
+    await this.enter("resumeQueue", name);
+    this.paused.delete(name);
+  }
+
+  listJobs(): Promise<JobPage> {
+    return notInFake("listJobs");
+  }
+  retry(): Promise<Job> {
+    return notInFake("retry");
+  }
+  bulkCancel(): Promise<number> {
+    return notInFake("bulkCancel");
+  }
+  bulkRetry(): Promise<number> {
+    return notInFake("bulkRetry");
+  }
+  queueKnown(): Promise<boolean> {
+    return notInFake("queueKnown");
+  }
+  listQueues(): Promise<QueueInfo[]> {
+    return notInFake("listQueues");
+  }
+  kindCounts(): Promise<KindCounts> {
+    return notInFake("kindCounts");
+  }
+  throughput(): Promise<ThroughputPoint[]> {
+    return notInFake("throughput");
+  }
+  registerCallback(): Promise<string | null> {
+    return notInFake("registerCallback");
+  }
+  getCallback(): Promise<CallbackRecord | null> {
+    return notInFake("getCallback");
+  }
+  listCallbacks(): Promise<CallbackRecord[]> {
+    return notInFake("listCallbacks");
+  }
+  resolveCallback(): Promise<CallbackResolution> {
+    return notInFake("resolveCallback");
+  }
+  promote(): Promise<number> {
+    return notInFake("promote");
+  }
+  rescue(): Promise<MaintainedJob[]> {
+    return notInFake("rescue");
+  }
+  expireCallbacks(): Promise<MaintainedJob[]> {
+    return notInFake("expireCallbacks");
+  }
+  cleanup(): Promise<number> {
+    return notInFake("cleanup");
+  }
+  refreshStatistics(): Promise<boolean> {
+    return notInFake("refreshStatistics");
+  }
+  maintainRing(): Promise<RingReport> {
+    return notInFake("maintainRing");
+  }
+  upsertRuntime(_r: RuntimeReport): Promise<void> {
+    return notInFake("upsertRuntime");
+  }
+  deleteRuntime(): Promise<void> {
+    return notInFake("deleteRuntime");
+  }
+  listRuntimes(): Promise<RuntimeInfo[]> {
+    return notInFake("listRuntimes");
+  }
+  get cron(): CronStore {
+    return notInFake("cron");
+  }
+  get samples(): SampleStore {
+    return notInFake("samples");
+  }
+  runningJobs(_limit: number): Promise<Job[]> {
+    return notInFake("runningJobs");
+  }
+  queueDepths(): Promise<QueueDepth[]> {
+    return notInFake("queueDepths");
+  }
+  kindMinute(_minute: Date): Promise<KindMinute[]> {
+    return notInFake("kindMinute");
+  }
+  storageState(): Promise<StorageState> {
+    return notInFake("storageState");
+  }
+}
+
+/** A Postgres-like error with a SQLSTATE (`code`). */
+export function pgError(code: string, message = `error ${code}`): Error {
+  return Object.assign(new Error(message), { code });
+}
+
+/** Resolves when `cond()` holds, polling every few ms; throws after `ms`. */
+export async function until(cond: () => boolean, what: string, ms = 2000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 2));
+  }
+}
+
+/** A promise with its resolve function (a latch a handler waits on). */
+export function latch(): { promise: Promise<void>; open: () => void } {
+  let open!: () => void;
+  const promise = new Promise<void>((r) => (open = r));
+  return { promise, open };
+}

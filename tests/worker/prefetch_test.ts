@@ -1,0 +1,214 @@
+/**
+ * Prefetch (docs/reference/configuration.md, "Queues"): jobs claimed ahead of free slots start when a
+ * slot frees (their start recorded first, `attempted_at` the handler's start), go back without consuming
+ * their attempt after `prefetchTtl`, at shutdown and when their queue is paused, and after a kill -9 the
+ * ones that never started run elsewhere even on their last attempt. Two processes with the same settings
+ * share a backlog fairly.
+ */
+import assert from "node:assert/strict";
+import type { Client } from "../../src/client/client.ts";
+import type { Job } from "../../src/types.ts";
+import { countJobs, testClient, waitFor } from "../helpers/db.ts";
+import { spawnWorker } from "../helpers/process.ts";
+import { startWorker } from "../helpers/worker.ts";
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** A gate a handler waits on. */
+function gate(): { wait: Promise<void>; open: () => void } {
+  let open!: () => void;
+  const wait = new Promise<void>((r) => open = r);
+  return { wait, open };
+}
+
+async function jobs(client: Client, ids: number[]): Promise<Job[]> {
+  return await Promise.all(ids.map(async (id) => (await client.getJob(id))!));
+}
+
+Deno.test("prefetch: jobs held ahead start as slots free, attempted_at is their start, each runs once", async () => {
+  const { client, drop } = await testClient();
+  let w: Awaited<ReturnType<typeof startWorker>> | undefined;
+  try {
+    const enq = await client.enqueueMany(Array.from({ length: 6 }, (_, i) => ({ kind: "s", args: { i } })));
+    const started: number[] = [];
+    const g = gate();
+    w = await startWorker(client, {
+      queues: { default: { maxWorkers: 1, prefetch: 5 } },
+      handlers: {
+        s: async (job) => {
+          started.push(Date.now());
+          await g.wait;
+          await sleep(100);
+          return job.attemptedAt?.getTime() ?? null;
+        },
+      },
+    });
+    // One running and five held: all six are `running` in the database, five without a start.
+    await waitFor(async () => (await countJobs(client, "state = 'running'")) === 6, 10_000, "6 claimed");
+    const held = (await jobs(client, enq.map((j) => j.id))).filter((j) => j.attemptedAt === null);
+    assert.equal(held.length, 5, "five prefetched jobs have no start yet");
+    g.open();
+    await waitFor(async () => (await countJobs(client, "state = 'completed'")) === 6, 10_000, "all done");
+    const done = (await jobs(client, enq.map((j) => j.id))).sort((a, b) => +a.attemptedAt! - +b.attemptedAt!);
+    for (const j of done) assert.equal(j.attempt, 1);
+    for (let i = 1; i < done.length; i++) {
+      const gap = +done[i].attemptedAt! - +done[i - 1].attemptedAt!;
+      assert.ok(gap >= 90, `job ${i} started ${gap} ms after the one before (one slot, 100 ms each)`);
+    }
+    assert.equal(started.length, 6);
+  } finally {
+    await w?.stop();
+    await drop();
+  }
+});
+
+Deno.test("prefetch: a job held longer than prefetchTtl goes back without consuming its attempt", async () => {
+  const { client, drop } = await testClient();
+  let w: Awaited<ReturnType<typeof startWorker>> | undefined;
+  const g = gate();
+  try {
+    const [slow] = await client.enqueueMany([{ kind: "slow" }]);
+    const quick = await client.enqueueMany(Array.from({ length: 3 }, () => ({ kind: "quick" })));
+    w = await startWorker(client, {
+      queues: { default: { maxWorkers: 1, prefetch: 3, prefetchTtl: 300 } },
+      handlers: { slow: () => g.wait, quick: () => "ok" },
+    });
+    await waitFor(async () => (await client.getJob(slow.id))!.state === "running", 10_000, "slow runs");
+    // While the slot is taken, the quick jobs are held, given back after 300 ms, held again...
+    await sleep(1_500);
+    const during = await jobs(client, quick.map((j) => j.id));
+    for (const j of during) {
+      assert.ok(j.state === "running" || j.state === "available", j.state);
+      assert.ok(j.lease >= 2, `job ${j.id} was claimed more than once (lease ${j.lease})`);
+      assert.equal(j.attemptedAt, null, "never started");
+    }
+    g.open();
+    await waitFor(async () => (await countJobs(client, "state = 'completed'")) === 4, 10_000, "all done");
+    for (const j of await jobs(client, quick.map((j) => j.id))) {
+      assert.equal(j.attempt, 1, "the give-backs consumed no attempt");
+      assert.deepEqual(j.errors, []);
+    }
+  } finally {
+    g.open();
+    await w?.stop();
+    await drop();
+  }
+});
+
+for (const how of ["shutdown", "pause"] as const) {
+  Deno.test(`prefetch: held jobs go back at once on ${how}, their attempt not consumed; the running one goes on`, async () => {
+    const { client, drop } = await testClient();
+    let w: Awaited<ReturnType<typeof startWorker>> | undefined;
+    const g = gate();
+    try {
+      const [slow] = await client.enqueueMany([{ kind: "slow" }]);
+      const rest = await client.enqueueMany(Array.from({ length: 5 }, () => ({ kind: "quick" })));
+      w = await startWorker(client, {
+        queues: { default: { maxWorkers: 1, prefetch: 5, prefetchTtl: 60_000 } },
+        handlers: { slow: () => g.wait, quick: () => "ok" },
+      });
+      await waitFor(async () => (await countJobs(client, "state = 'running'")) === 6, 10_000, "6 claimed");
+      const t0 = Date.now();
+      const stopping = how === "shutdown" ? w.stop(10_000) : client.pauseQueue("default");
+      await waitFor(
+        async () => (await jobs(client, rest.map((j) => j.id))).every((j) => j.state === "available"),
+        5_000,
+        "the held jobs to be available again",
+      );
+      assert.ok(Date.now() - t0 < 3_000, `given back after ${Date.now() - t0} ms`);
+      for (const j of await jobs(client, rest.map((j) => j.id))) assert.equal(j.attempt, 0);
+      assert.equal((await client.getJob(slow.id))!.state, "running", "the running attempt goes on");
+      g.open();
+      await stopping;
+      await waitFor(async () => (await client.getJob(slow.id))!.state === "completed", 10_000, "slow done");
+      if (how === "pause") {
+        await sleep(500);
+        for (const j of await jobs(client, rest.map((j) => j.id))) {
+          assert.equal(j.state, "available", "paused");
+        }
+      }
+    } finally {
+      g.open();
+      await w?.stop();
+      await drop();
+    }
+  });
+}
+
+Deno.test("prefetch: kill -9 with a full buffer: every job that had not started runs elsewhere, even on its last attempt", async () => {
+  const { client, drop, schema } = await testClient();
+  await client.sql.unsafe(`create table "${schema}".effects (job_id bigint not null, pid int not null)`);
+  const a = spawnWorker(schema, { MAX_WORKERS: "1", PREFETCH: "50", SLOW_MS: "400", RESCUE_MS: "1000" });
+  let b: ReturnType<typeof spawnWorker> | undefined;
+  try {
+    await a.waitLine(/^started /);
+    const enq = await client.enqueueMany(
+      Array.from({ length: 40 }, () => ({ kind: "slow", maxAttempts: 1 })),
+    );
+    await waitFor(async () => (await countJobs(client, "state = 'running'")) === 40, 10_000, "all 40 held");
+    await sleep(500); // one or two have started
+    await a.kill("SIGKILL");
+    // Started, as svc records it: a start record (attempted_at) committed before the handler ran. Every
+    // handler that left an effect had one; a start may also be recorded for a handler the kill cut short.
+    const startedBeforeKill = new Set(
+      (await jobs(client, enq.map((j) => j.id))).filter((j) => j.attemptedAt !== null).map((j) => j.id),
+    );
+    for (const r of await client.sql.unsafe(`select job_id from "${schema}".effects`)) {
+      assert.ok(startedBeforeKill.has(Number(r.job_id)), `job ${r.job_id} ran without a start record`);
+    }
+    b = spawnWorker(schema, { MAX_WORKERS: "20", SLOW_MS: "10", RESCUE_MS: "1000" });
+    await waitFor(
+      async () => (await countJobs(client, "state in ('completed', 'failed')")) === 40,
+      30_000,
+      "every job to finish",
+    );
+    for (const j of await jobs(client, enq.map((j) => j.id))) {
+      if (startedBeforeKill.has(j.id)) {
+        // It had run: its attempt counted; the only attempt is spent (it may also have completed in time).
+        assert.ok(j.state === "failed" || j.state === "completed", `${j.id}: ${j.state}`);
+      } else {
+        assert.equal(j.state, "completed", `job ${j.id}, never started before the kill, ran elsewhere`);
+        assert.equal(j.attempt, 1);
+      }
+    }
+    assert.ok(startedBeforeKill.size < 40, "most were still held when the process died");
+  } finally {
+    await a.kill("SIGKILL");
+    await b?.kill("SIGKILL");
+    await drop();
+  }
+});
+
+Deno.test("prefetch: two processes with the same settings each run 40-60 % of 20,000 jobs", async () => {
+  const { client, drop, schema } = await testClient();
+  await client.sql.unsafe(`create table "${schema}".effects (job_id bigint not null, pid int not null)`);
+  // A long rescueAfter: on a loaded machine a late heartbeat must not rescue (and rerun) a held job.
+  const env = { MAX_WORKERS: "10", PREFETCH: "500", RESCUE_MS: "30000", EFFECTS_ASYNC: "1" };
+  const procs = [spawnWorker(schema, env), spawnWorker(schema, env)];
+  try {
+    await Promise.all(procs.map((p) => p.waitLine(/^started /)));
+    for (let i = 0; i < 20_000; i += 2_000) {
+      await client.enqueueMany(Array.from({ length: 2_000 }, () => ({ kind: "effect" })));
+    }
+    await waitFor(
+      async () => (await countJobs(client, "state = 'completed'")) === 20_000,
+      300_000,
+      "the backlog to drain",
+    );
+    const rows = await client.sql.unsafe(
+      `select pid, count(*)::int as n from "${schema}".effects group by pid order by pid`,
+    );
+    assert.equal(rows.length, 2, JSON.stringify(rows));
+    for (const r of rows) {
+      const share = r.n / 20_000;
+      assert.ok(share >= 0.4 && share <= 0.6, `process ${r.pid} ran ${(share * 100).toFixed(1)} %`);
+    }
+    const [dup] = await client.sql.unsafe(
+      `select count(*)::int as n from (select job_id from "${schema}".effects group by 1 having count(*) > 1) x`,
+    );
+    assert.equal(dup.n, 0, "no job ran twice");
+  } finally {
+    await Promise.all(procs.map((p) => p.kill("SIGKILL")));
+    await drop();
+  }
+});
