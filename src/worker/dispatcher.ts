@@ -58,6 +58,24 @@ export interface QueueConfig {
 /** Largest `prefetch`. */
 export const MAX_PREFETCH = 10_000;
 
+/** What a dispatcher shares with the rest of its worker. */
+export interface DispatcherContext {
+  /** The executor's dependencies; the dispatcher uses their engine, logger, poll interval and completer (which also records the starts of prefetched attempts). */
+  deps: ExecutorDeps;
+  /** Attempts in flight in the whole worker, by job id (shared by every queue's dispatcher). */
+  inFlight: Map<number, InFlight>;
+  /** This process's id in the runtimes table (stored with each claim). */
+  runtimeId: string;
+  /** The retry policy and deadline of each kind this worker runs (stored with each attempt at claim). */
+  policies: () => Record<string, KindPolicy>;
+  /** Kinds whose claim registers an HTTP callback, with its timeout in ms. */
+  callbackTimeoutsMs?: Record<string, number>;
+  /** Poll interval of this queue's claim loops in ms (default the executor's). */
+  pollInterval?: number;
+  /** Observes the run time of each claim statement (seconds). */
+  claimTimer?: HistogramHandle;
+}
+
 /** A prefetched job and when it was claimed. */
 interface Held {
   job: Job;
@@ -88,24 +106,18 @@ export class Dispatcher {
   /** Starts being recorded (stop waits for them: their handlers run). */
   private readonly starting = new Set<Promise<void>>();
 
-  constructor(
-    readonly queue: string,
-    cfg: QueueConfig,
-    private readonly engine: StorageEngine,
-    private readonly deps: ExecutorDeps,
-    private readonly inFlight: Map<number, InFlight>,
-    private readonly runtimeId: string,
-    /** The retry policy and deadline of each kind this worker runs (stored with each attempt at claim). */
-    private readonly policies: () => Record<string, KindPolicy>,
-    private readonly pollInterval: number,
-    private readonly logger: Logger,
-    /** Kinds whose claim registers an HTTP callback, with its timeout. */
-    private readonly callbackTimeoutsMs: Record<string, number> = {},
-    /** Records the starts of prefetched attempts (with the completions of every queue of the worker). */
-    private readonly starts?: { start(a: AttemptRef): Promise<boolean> },
-    /** Observes the run time of each claim statement (seconds). */
-    private readonly claimTimer?: HistogramHandle,
-  ) {
+  private readonly engine: StorageEngine;
+  private readonly deps: ExecutorDeps;
+  private readonly inFlight: Map<number, InFlight>;
+  private readonly logger: Logger;
+  private readonly pollInterval: number;
+
+  constructor(readonly queue: string, cfg: QueueConfig, private readonly ctx: DispatcherContext) {
+    this.deps = ctx.deps;
+    this.engine = ctx.deps.engine;
+    this.logger = ctx.deps.logger;
+    this.inFlight = ctx.inFlight;
+    this.pollInterval = ctx.pollInterval ?? ctx.deps.pollInterval;
     this.maxWorkers = cfg.maxWorkers ?? 10;
     this.claimers = cfg.claimers ?? 1;
     this.prefetch = cfg.prefetch ?? 0;
@@ -197,11 +209,11 @@ export class Dispatcher {
   /** Moves prefetched jobs into free slots: their starts are recorded, then their handlers run. */
   private feed(): void {
     const free = this.maxWorkers - this.running - this.reserved;
-    if (free <= 0 || this.buffer.length === 0 || !this.starts) return;
+    if (free <= 0 || this.buffer.length === 0) return;
     const batch = this.buffer.splice(0, free);
     this.running += batch.length;
     for (const h of batch) {
-      const p = this.starts.start({ id: h.job.id, lease: h.job.lease }).then(
+      const p = this.deps.completer.start({ id: h.job.id, lease: h.job.lease }).then(
         (ours) => {
           if (ours) {
             // Its start is recorded: it runs, also when shutdown has begun (shutdown waits for it).
@@ -280,14 +292,14 @@ export class Dispatcher {
       this.reservedAhead += ahead;
       let claimed: Job[];
       try {
-        claimed = await timed(this.claimTimer, () =>
+        claimed = await timed(this.ctx.claimTimer, () =>
           this.engine.claim({
             queue: this.queue,
             limit,
             free: intoSlots,
-            runtimeId: this.runtimeId,
-            policies: this.policies(),
-            callbackTimeoutsMs: this.callbackTimeoutsMs,
+            runtimeId: this.ctx.runtimeId,
+            policies: this.ctx.policies(),
+            callbackTimeoutsMs: this.ctx.callbackTimeoutsMs ?? {},
             prefetchTtlMs: this.prefetchTtl,
           }));
         failures = 0;

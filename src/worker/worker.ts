@@ -3,117 +3,31 @@
  * maintenance loop (elected leader), the notifier, and their lifecycle from `start` to `shutdown`.
  */
 import { connect, connectWithin, poolTarget } from "../db/connection.ts";
-import { type Driver, postgresDriver } from "../db/driver.ts";
+import { postgresDriver } from "../db/driver.ts";
 import { type Client, createClient } from "../client/client.ts";
 import { EXPECTED_SCHEMA_VERSION, readSchemaVersion } from "../db/schema_version.ts";
 import { SchemaOutdatedError, ValidationError } from "../errors.ts";
 import { env, hostname, pid } from "../runtime/runtime.ts";
 import type { Job, Logger, ReadinessReport } from "../types.ts";
-import type { KindPolicy, Retention } from "../storage/engine.ts";
-import { validateQueueName } from "../client/enqueue_input.ts";
 import { RoutedEngine } from "../storage/routed.ts";
-import { Dispatcher, type QueueConfig } from "./dispatcher.ts";
+import { Dispatcher } from "./dispatcher.ts";
 import { type ExecutorDeps, fail, type InFlight } from "./executor.ts";
-import { defaultBackoff, type HandlerEntry, type KindRunner, toRunner } from "./handlers.ts";
-import { createHttpRunner, type HttpWorkerConfig, validateHttpWorkerConfig } from "./http_worker.ts";
 import { Completer } from "./completer.ts";
-import { outcomeRetryBudget } from "./outcome_retry.ts";
 import { CallbackWaiters } from "./callback_waiters.ts";
 import { HeartbeatLoop } from "./heartbeat.ts";
 import { LeaderElection } from "./leader.ts";
-import { type Duty, MaintenanceLoop } from "./maintenance/maintenance.ts";
+import { MaintenanceLoop } from "./maintenance/maintenance.ts";
 import { listenNotifier, type Notifier, pollingNotifier } from "./notifier.ts";
-import type { WorkerEvents } from "./events.ts";
 import { emit } from "./events.ts";
-import { defaultLogger } from "./logger.ts";
 import { cronDuty } from "./maintenance/cron.ts";
-import { parseHealthAddr, startHealthListener } from "./health_listener.ts";
-import { type CronDefinition, normalizeCronMap } from "../cron/definition.ts";
+import { startHealthListener } from "./health_listener.ts";
+import { resolveWorkerOptions, type WorkerOptions } from "./options.ts";
+import { buildRunners } from "./runners.ts";
 import { NOOP_JOB, OTHER, svcMetrics } from "../metrics/svc_metrics.ts";
 import { workerGauges } from "../metrics/gauges.ts";
 
 export type { QueueConfig } from "./dispatcher.ts";
-
-/** Options of `createWorker`. */
-export interface WorkerOptions {
-  /** Postgres URL (default env DATABASE_URL); the worker opens its own pool. */
-  databaseUrl?: string;
-  /** Or a client whose pool the worker shares. */
-  client?: Client;
-  /** Or a driver of your own (the worker never closes it). */
-  driver?: Driver;
-  /** Postgres schema (default `svc`). */
-  schema?: string;
-  /** Shared pool size (default 10); the leader's connection and the LISTEN connection come on top. */
-  maxConnections?: number;
-  /** Queues this process works, with their concurrency. */
-  queues: Record<string, QueueConfig>;
-  /** Handlers per job kind. */
-  handlers?: Record<string, HandlerEntry>;
-  /** Job kinds pushed to HTTP function endpoints (mode `async`), keyed by kind. */
-  httpWorkers?: Record<string, HttpWorkerConfig>;
-  /** Poll interval of the claim loops in ms (default 500). */
-  pollInterval?: number;
-  /** Heartbeat interval in ms (default 30 000). */
-  heartbeatInterval?: number;
-  /** A running attempt whose heartbeat is older than this is rescued (default 90 000 ms). */
-  rescueAfter?: number;
-  /** How often a non-leader tries to take leadership, in ms (default 10 000). */
-  leaderElectionInterval?: number;
-  /**
-   * A leader that has not renewed its term for this long (ms, default 15 000) is replaced: its lock
-   * session is ended by the next process that tries to lead (docs/guide/operations.md, "The leader").
-   */
-  leaderTtl?: number;
-  /** How often the leader runs its duties, in ms (default 1 000). */
-  maintenanceInterval?: number;
-  /**
-   * Queue storage: an attempt that has run longer than this (ms, default 10 minutes) moves out of the
-   * ring, so that a long job does not keep its ring slot from being reclaimed.
-   */
-  parkAfter?: number;
-  /** Retention of finished jobs in ms (completed 24 h, failed/cancelled 7 days). `completed: 0` deletes at completion. */
-  retention?: Partial<Retention>;
-  /** Use LISTEN/NOTIFY wake-ups (default true); without it the claim loops poll. */
-  listen?: boolean;
-  /**
-   * Anything with debug/info/warn/error (default: console without debug; JSON lines with
-   * `SERVICE_LOG_FORMAT=json`).
-   */
-  logger?: Logger;
-  /** Event hooks. */
-  on?: WorkerEvents;
-  /**
-   * Cron schedules this deployment declares, by name. Upserted into the cron table at start (rows
-   * of other names are left alone); the elected leader enqueues their jobs.
-   */
-  cron?: Record<string, CronDefinition>;
-  /**
-   * Storage engines this process executes (default both). `["canonical"]` behaves as a worker of the older
-   * release line (it claims only canonical jobs, and is refused once the storage transition is active).
-   */
-  engines?: ("canonical" | "queue_storage")[];
-  /**
-   * host:port of the health listener (`/healthz`, `/readyz`, and `/metrics` unless `metrics: false`);
-   * default env SERVICE_HEALTH_ADDR; off without either.
-   */
-  healthAddr?: string;
-  /**
-   * Metrics (default true): recorded through `@opentelemetry/api` and written as Prometheus text on the
-   * health listener's `GET /metrics` (docs/reference/metrics.md). `false` records nothing.
-   */
-  metrics?: boolean;
-  /**
-   * Traces (default true): a span per attempt through `@opentelemetry/api`, child of the producer's span
-   * captured at enqueue; HTTP workers send the request span's `traceparent` to the function endpoint.
-   */
-  tracing?: boolean;
-  /**
-   * Deadline of the first connection in ms (default 10 000): `start()` rejects when no PostgreSQL has
-   * answered by then (refused, silent, or an address that answers but is not PostgreSQL).
-   */
-  connectTimeout?: number;
-}
+export type { WorkerOptions } from "./options.ts";
 
 /** A worker process. */
 export interface Worker {
@@ -128,73 +42,27 @@ export interface Worker {
   healthCheck(): Promise<ReadinessReport>;
 }
 
-/** Extension points for the parts of a worker built in their own modules (HTTP workers, cron, health listener). */
-export interface WorkerExtensions {
-  /** Extra executors per job kind (the HTTP worker registers here). */
-  runners?: Map<string, KindRunner>;
-  /** Extra leader duties (cron). */
-  duties?: Duty[];
-  /** Called after start with the worker; returns a stop function (the health listener). */
-  onStart?: ((w: Worker) => Promise<() => Promise<void>>)[];
-}
-
 /** Creates a worker; nothing connects before `start()`. */
-export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): Worker {
-  const logger = opts.logger ?? defaultLogger(env("SERVICE_LOG_FORMAT"));
-  const on = opts.on ?? {};
-  const pollInterval = opts.pollInterval ?? 500;
-  const heartbeatInterval = opts.heartbeatInterval ?? 30_000;
-  const rescueAfter = opts.rescueAfter ?? 90_000;
-  const electionInterval = opts.leaderElectionInterval ?? 10_000;
-  const leaderTtl = opts.leaderTtl ?? 15_000;
-  if (!Number.isFinite(leaderTtl) || leaderTtl < 1_000) {
-    throw new ValidationError("createWorker: leaderTtl must be at least 1000 ms");
-  }
-  const maintenanceInterval = opts.maintenanceInterval ?? 1_000;
-  const retention: Retention = { completed: 86_400_000, failed: 604_800_000, ...opts.retention };
-  const parkAfter = opts.parkAfter ?? 600_000;
-  const maxConnections = opts.maxConnections ?? 10;
-  const connectTimeout = opts.connectTimeout ?? 10_000;
-  if (!Number.isFinite(connectTimeout) || connectTimeout <= 0) {
-    throw new ValidationError("createWorker: connectTimeout must be a positive number of milliseconds");
-  }
-  if (!opts.queues || Object.keys(opts.queues).length === 0) {
-    throw new ValidationError(
-      "createWorker: configure at least one queue, e.g. queues: { default: { maxWorkers: 10 } }",
-    );
-  }
-  Object.keys(opts.queues).forEach(validateQueueName);
-  const cronDefs = normalizeCronMap(opts.cron ?? {});
-  const healthAddr = opts.healthAddr ?? env("SERVICE_HEALTH_ADDR");
-  if (healthAddr) parseHealthAddr(healthAddr);
-  for (const [kind, cfg] of Object.entries(opts.httpWorkers ?? {})) validateHttpWorkerConfig(kind, cfg);
+export function createWorker(opts: WorkerOptions): Worker {
+  const {
+    logger,
+    on,
+    pollInterval,
+    heartbeatInterval,
+    rescueAfter,
+    electionInterval,
+    leaderTtl,
+    maintenanceInterval,
+    retention,
+    parkAfter,
+    maxConnections,
+    connectTimeout,
+    outcomeRetryMs,
+    cronDefs,
+    healthAddr,
+  } = resolveWorkerOptions(opts);
 
-  let client: Client;
-  let ownsPool = false;
-  if (opts.client) {
-    client = opts.client;
-  } else if (opts.driver) {
-    client = createClient({
-      driver: opts.driver,
-      schema: opts.schema,
-      heartbeatInterval,
-      metrics: opts.metrics !== false,
-    });
-  } else {
-    const url = opts.databaseUrl ?? env("DATABASE_URL");
-    if (!url) {
-      throw new ValidationError("createWorker: no database URL: pass databaseUrl or set DATABASE_URL");
-    }
-    // The leader lock and LISTEN open their own connections on top of this pool (src/db/driver.ts).
-    const sql = connect(url, { max: maxConnections, applicationName: "svc-worker" });
-    client = createClient({
-      driver: postgresDriver(sql, { owned: true }),
-      schema: opts.schema,
-      heartbeatInterval,
-      metrics: opts.metrics !== false,
-    });
-    ownsPool = true;
-  }
+  const { client, ownsPool } = openClient(opts, heartbeatInterval, maxConnections);
   const driver = client.driver;
   const db = driver.db;
   // A worker restricted to some engines (`engines: ["canonical"]` acts as a process of the older line)
@@ -209,43 +77,26 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
   const id = `${hostname()}:${pid()}:${crypto.randomUUID().slice(0, 8)}`;
 
   const metrics = opts.metrics === false ? null : svcMetrics();
-  const runners = new Map<string, KindRunner>();
   /** Parks of HTTP attempts still being written (their slots are free already); shutdown waits for them. */
   const parking = new Set<Promise<void>>();
-  for (const [kind, entry] of Object.entries(opts.handlers ?? {})) runners.set(kind, toRunner(kind, entry));
-  for (const [kind, cfg] of Object.entries(opts.httpWorkers ?? {})) {
-    if (runners.has(kind)) {
-      throw new ValidationError(`kind ${kind} has both a handler and an HTTP worker; keep one`);
-    }
-    runners.set(
-      kind,
-      createHttpRunner(kind, cfg, {
-        engine,
-        logger,
-        outcomeRetryMs: outcomeRetryBudget(rescueAfter, heartbeatInterval),
-        onCallbackRegistered: (job) => metrics?.job(job.queue, job.kind).callbackRegistered.inc(),
-        onParking: (p) => {
-          parking.add(p);
-          p.finally(() => parking.delete(p));
-        },
-      }),
-    );
-  }
-  for (const [kind, r] of ext.runners ?? []) {
-    if (runners.has(kind)) {
-      throw new ValidationError(`kind ${kind} has both a handler and an HTTP worker; keep one`);
-    }
-    runners.set(kind, r);
-  }
-  const policies = kindPolicies(runners);
-  const callbackTimeoutsMs: Record<string, number> = {};
-  for (const [kind, r] of runners) if (r.callbackTimeout) callbackTimeoutsMs[kind] = r.callbackTimeout;
-
+  const { runners, policies, callbackTimeoutsMs } = buildRunners(
+    opts.handlers ?? {},
+    opts.httpWorkers ?? {},
+    {
+      engine,
+      logger,
+      outcomeRetryMs,
+      onCallbackRegistered: (job) => metrics?.job(job.queue, job.kind).callbackRegistered.inc(),
+      onParking: (p) => {
+        parking.add(p);
+        p.finally(() => parking.delete(p));
+      },
+    },
+  );
   metrics?.knowKinds(runners.keys());
   metrics?.knowQueues(Object.keys(opts.queues));
   const inFlight = new Map<number, InFlight>();
   const waiters = new CallbackWaiters();
-  const outcomeRetryMs = outcomeRetryBudget(rescueAfter, heartbeatInterval);
   // Completer and executor need each other: a result PostgreSQL refuses fails its attempt.
   const completer: Completer = new Completer(engine, logger, {
     deleteRows: retention.completed === 0,
@@ -272,20 +123,14 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
   for (const [queue, cfg] of Object.entries(opts.queues)) {
     dispatchers.set(
       queue,
-      new Dispatcher(
-        queue,
-        cfg,
-        engine,
+      new Dispatcher(queue, cfg, {
         deps,
         inFlight,
-        id,
+        runtimeId: id,
         policies,
-        pollInterval,
-        logger,
         callbackTimeoutsMs,
-        completer,
-        metrics?.f.svc_claim_duration_seconds.with(metrics.queueLabel(queue)),
-      ),
+        claimTimer: metrics?.f.svc_claim_duration_seconds.with(metrics.queueLabel(queue)),
+      }),
     );
   }
 
@@ -315,7 +160,7 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
     election,
     maintenanceInterval,
     electionInterval,
-    [cronDuty(leaderEngine.cron, maintenanceInterval), ...(ext.duties ?? [])],
+    [cronDuty(leaderEngine.cron, maintenanceInterval)],
   );
 
   const localReadiness = (): boolean =>
@@ -369,15 +214,6 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
       }
       await engine.mode(); // a worker of only queue storage on a canonical database is refused here
       if (cronDefs.length) await engine.cron.upsert(cronDefs, id);
-      for (const [kind, cfg] of Object.entries(opts.httpWorkers ?? {})) {
-        if (!cfg.hmacSecret) {
-          logger.warn(
-            `svc: HTTP worker ${kind} has no hmacSecret: its callback URLs carry no signature, so a receiver ` +
-              `that checks signatures refuses them (401) and its jobs wait out their callback timeout; set ` +
-              `hmacSecret to the receiver's secret (or run the receiver --unsigned on a trusted network)`,
-          );
-        }
-      }
       if (metrics) {
         stops.push(workerGauges(metrics, engine, names.schema, dispatchers, () => election.isLeader));
       }
@@ -390,15 +226,7 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
         stops.push(() => listener.close());
         logger.info(`svc: health listener on ${listener.addr.hostname}:${listener.addr.port}`);
       }
-      const claimers = [...dispatchers.values()].reduce((a, d) => a + d.claimers, 0);
-      if (maxConnections < claimers + 5) {
-        logger.warn(
-          `svc: maxConnections ${maxConnections} is below the guideline sum(claimers) + 5 = ${
-            claimers + 5
-          }; ` +
-            `raise maxConnections to leave room for handlers, heartbeats and admin queries`,
-        );
-      }
+      warnAtStart(opts, maxConnections, dispatchers, logger);
       if (opts.listen !== false) {
         notifier = listenNotifier(driver, logger);
         await notifier.subscribe(names.jobsChannel, (queue) => dispatchers.get(queue)?.wake());
@@ -415,7 +243,6 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
       dispatchers.forEach((d) => d.start());
       maintenance.start();
       heartbeat.poke(); // report ready now that the loops run, not one heartbeat interval later
-      for (const hook of ext.onStart ?? []) stops.push(await hook(worker));
       logger.info(`svc: worker ${id} started on queues ${[...dispatchers.keys()].join(", ")}`);
     },
     async shutdown(drainTimeout = 30_000) {
@@ -423,19 +250,7 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
       shuttingDown = true;
       heartbeat.poke();
       await Promise.all([...dispatchers.values()].map((d) => d.stop()));
-      const until = Date.now() + drainTimeout;
-      while (inFlight.size > 0 && Date.now() < until) {
-        await Promise.race([
-          Promise.allSettled([...inFlight.values()].map((f) => f.done)),
-          new Promise((r) => setTimeout(r, Math.max(0, until - Date.now()))),
-        ]);
-      }
-      const rest = [...inFlight.values()];
-      if (rest.length) {
-        logger.warn(`svc: aborting ${rest.length} handlers still running after the drain timeout`);
-      }
-      rest.forEach((f) => f.abort("shutdown"));
-      await Promise.allSettled(rest.map((f) => f.done));
+      await drainInFlight(inFlight, drainTimeout, logger);
       await completer.drain();
       await Promise.allSettled([...parking]);
       await maintenance.stop();
@@ -481,30 +296,83 @@ export function createWorker(opts: WorkerOptions, ext: WorkerExtensions = {}): W
   return worker;
 }
 
-/** Most retry delays sent for a kind with a backoff of its own (later attempts repeat the last one). */
-const MAX_DELAYS = 100;
-
-/**
- * The retry policy and deadline of each kind with settings of its own, as claims store them with the
- * attempt. A kind's own backoff is evaluated for each attempt number at every claim (so that a backoff
- * with jitter stays random); the default backoff is computed by the database.
- */
-export function kindPolicies(runners: Map<string, KindRunner>): () => Record<string, KindPolicy> {
-  return () => {
-    const out: Record<string, KindPolicy> = {};
-    for (const [kind, r] of runners) {
-      const p: KindPolicy = {};
-      if (r.maxAttempts !== undefined) p.maxAttempts = r.maxAttempts;
-      if (r.timeout !== undefined) p.timeoutMs = Math.round(r.timeout);
-      if (r.backoff !== defaultBackoff) {
-        const n = Math.min(r.maxAttempts ?? 25, MAX_DELAYS);
-        p.delaysMs = Array.from({ length: n }, (_, i) => {
-          const ms = r.backoff(i + 1);
-          return Number.isFinite(ms) && ms >= 0 ? Math.round(ms) : defaultBackoff(i + 1);
-        });
-      }
-      if (Object.keys(p).length > 0) out[kind] = p;
+/** The worker's client: the caller's, one over the caller's driver, or one with a pool of its own. */
+function openClient(
+  opts: WorkerOptions,
+  heartbeatInterval: number,
+  maxConnections: number,
+): { client: Client; ownsPool: boolean } {
+  let client: Client;
+  let ownsPool = false;
+  if (opts.client) {
+    client = opts.client;
+  } else if (opts.driver) {
+    client = createClient({
+      driver: opts.driver,
+      schema: opts.schema,
+      heartbeatInterval,
+      metrics: opts.metrics !== false,
+    });
+  } else {
+    const url = opts.databaseUrl ?? env("DATABASE_URL");
+    if (!url) {
+      throw new ValidationError("createWorker: no database URL: pass databaseUrl or set DATABASE_URL");
     }
-    return out;
-  };
+    // The leader lock and LISTEN open their own connections on top of this pool (src/db/driver.ts).
+    const sql = connect(url, { max: maxConnections, applicationName: "svc-worker" });
+    client = createClient({
+      driver: postgresDriver(sql, { owned: true }),
+      schema: opts.schema,
+      heartbeatInterval,
+      metrics: opts.metrics !== false,
+    });
+    ownsPool = true;
+  }
+  return { client, ownsPool };
+}
+
+/** Warnings about the configuration, logged once at start: nothing here stops the worker. */
+function warnAtStart(
+  opts: WorkerOptions,
+  maxConnections: number,
+  dispatchers: Map<string, Dispatcher>,
+  logger: Logger,
+): void {
+  for (const [kind, cfg] of Object.entries(opts.httpWorkers ?? {})) {
+    if (!cfg.hmacSecret) {
+      logger.warn(
+        `svc: HTTP worker ${kind} has no hmacSecret: its callback URLs carry no signature, so a receiver ` +
+          `that checks signatures refuses them (401) and its jobs wait out their callback timeout; set ` +
+          `hmacSecret to the receiver's secret (or run the receiver --unsigned on a trusted network)`,
+      );
+    }
+  }
+  const claimers = [...dispatchers.values()].reduce((a, d) => a + d.claimers, 0);
+  if (maxConnections < claimers + 5) {
+    logger.warn(
+      `svc: maxConnections ${maxConnections} is below the guideline sum(claimers) + 5 = ${claimers + 5}; ` +
+        `raise maxConnections to leave room for handlers, heartbeats and admin queries`,
+    );
+  }
+}
+
+/** Waits for the attempts in flight to settle for up to `drainTimeout` ms, then aborts the rest. */
+async function drainInFlight(
+  inFlight: Map<number, InFlight>,
+  drainTimeout: number,
+  logger: Logger,
+): Promise<void> {
+  const until = Date.now() + drainTimeout;
+  while (inFlight.size > 0 && Date.now() < until) {
+    await Promise.race([
+      Promise.allSettled([...inFlight.values()].map((f) => f.done)),
+      new Promise((r) => setTimeout(r, Math.max(0, until - Date.now()))),
+    ]);
+  }
+  const rest = [...inFlight.values()];
+  if (rest.length) {
+    logger.warn(`svc: aborting ${rest.length} handlers still running after the drain timeout`);
+  }
+  rest.forEach((f) => f.abort("shutdown"));
+  await Promise.allSettled(rest.map((f) => f.done));
 }

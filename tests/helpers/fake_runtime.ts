@@ -85,6 +85,12 @@ export function fakeRuntime(
     events,
     logger,
     dispatcher: (queue, cfg, poll = pollInterval) =>
-      new Dispatcher(queue, cfg, engine, deps, inFlight, "rt-test", () => ({}), poll, logger, {}, completer),
+      new Dispatcher(queue, cfg, {
+        deps,
+        inFlight,
+        runtimeId: "rt-test",
+        policies: () => ({}),
+        pollInterval: poll,
+      }),
   };
 }
