@@ -364,10 +364,12 @@ async function drainInFlight(
 ): Promise<void> {
   const until = Date.now() + drainTimeout;
   while (inFlight.size > 0 && Date.now() < until) {
+    let timer: ReturnType<typeof setTimeout> | undefined;
     await Promise.race([
       Promise.allSettled([...inFlight.values()].map((f) => f.done)),
-      new Promise((r) => setTimeout(r, Math.max(0, until - Date.now()))),
+      new Promise((r) => timer = setTimeout(r, Math.max(0, until - Date.now()))),
     ]);
+    clearTimeout(timer); // a pending timer would keep the process alive after shutdown
   }
   const rest = [...inFlight.values()];
   if (rest.length) {

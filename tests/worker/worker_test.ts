@@ -8,6 +8,7 @@ import { claim } from "../helpers/claim.ts";
 import assert from "node:assert/strict";
 import { grantWorkerRole, makeDue, testClient, waitFor } from "../helpers/db.ts";
 import { startWorker } from "../helpers/worker.ts";
+import { spawnFixture } from "../helpers/process.ts";
 import { CallbackEndedError, type Job, type JobContext, snooze, TerminalError } from "../../mod.ts";
 
 const fast = () => 20; // backoff for tests
@@ -371,6 +372,26 @@ Deno.test("callback timeout: retryable, then failed when attempts are exhausted"
     assert.notEqual(cbs[0].id, cbs[1].id, "a fresh callback per attempt");
   } finally {
     await stop();
+    await drop();
+  }
+});
+
+Deno.test("a process whose worker shut down while a handler ran exits when it is done, not at the drain timeout", async () => {
+  const { schema, drop } = await testClient();
+  const p = spawnFixture("shutdown_exit_worker.ts", schema);
+  try {
+    await p.waitLine(/^stopped$/, 60_000);
+    // The drain timeout is 120 s; a timer left behind by the drain would keep the process that long.
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const exited = await Promise.race([
+      p.status.then(() => true),
+      new Promise<boolean>((r) => timer = setTimeout(() => r(false), 30_000)),
+    ]);
+    clearTimeout(timer);
+    assert.ok(exited, "the process was still alive 30 s after its worker stopped");
+    assert.equal((await p.status).code, 0);
+  } finally {
+    await p.kill();
     await drop();
   }
 });
