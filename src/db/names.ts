@@ -17,8 +17,12 @@ export interface SchemaNames {
   q: string;
   /** NOTIFY channel with the queue name as payload when jobs become available. */
   jobsChannel: string;
-  /** NOTIFY channel with a job id as payload when a job is cancelled. */
-  cancelChannel: string;
+  /**
+   * NOTIFY channel with a job id as payload when its running attempt must stop: the job was cancelled, or
+   * the leader rescued the attempt. Named `<schema>_cancel` (the name predates rescues; processes of
+   * older releases listen on it).
+   */
+  abortChannel: string;
   /** NOTIFY channel with a callback id as payload when a callback is resolved or expires. */
   callbacksChannel: string;
   /** NOTIFY channel with the new transition state as payload when the storage state changes. */
@@ -47,7 +51,7 @@ export function schemaNames(schema: string = DEFAULT_SCHEMA): SchemaNames {
     schema,
     q: `"${schema}"`,
     jobsChannel: `${schema}_jobs`,
-    cancelChannel: `${schema}_cancel`,
+    abortChannel: `${schema}_cancel`,
     callbacksChannel: `${schema}_callbacks`,
     storageChannel: `${schema}_storage`,
     leaderLockKey: lockKey(`svc:leader:${schema}`),

@@ -18,7 +18,7 @@
 import { type HistogramHandle, timed } from "../metrics/registry.ts";
 import type { AttemptRef, Completion, StorageEngine } from "../storage/engine.ts";
 import type { Logger } from "../types.ts";
-import { Batcher } from "../runtime/batcher.ts";
+import { Batcher } from "../db/batcher.ts";
 import { isDataError, retryWithin } from "./outcome_retry.ts";
 
 /**

@@ -231,7 +231,7 @@ export function createWorker(opts: WorkerOptions): Worker {
         notifier = listenNotifier(driver, logger);
         await notifier.subscribe(names.jobsChannel, (queue) => dispatchers.get(queue)?.wake());
         await notifier.subscribe(
-          names.cancelChannel,
+          names.abortChannel,
           (jobId) => inFlight.get(Number(jobId))?.abort("cancelled"),
         );
         await notifier.subscribe(names.callbacksChannel, (cb) => waiters.wake(cb));

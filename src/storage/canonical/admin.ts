@@ -41,7 +41,7 @@ export async function bulkCancel(db: Db, n: SchemaNames, f: JobFilter, dryRun = 
   if (dryRun) {
     return Number((await db.query(`select count(*) as n from ${n.q}.jobs where ${cond}`, params))[0].n);
   }
-  params.push(n.cancelChannel);
+  params.push(n.abortChannel);
   const rows = await db.query(
     `with upd as (
        update ${n.q}.jobs set state = 'cancelled', finalized_at = now(), heartbeat_at = null, deadline_at = null

@@ -34,7 +34,7 @@ import { enqueueJobs } from "../shared/enqueue.ts";
 import { DEPTH_CAP, readDepths, readKindMinute, SampleStore } from "../shared/samples.ts";
 import { claimJobs } from "./claim.ts";
 import { completeJobs } from "./complete.ts";
-import { failJob, giveBack, heartbeatJobs, parkJobs, recordStarts, snoozeJob } from "./fail.ts";
+import { failJob, giveBack, heartbeatJobs, parkJobs, recordStarts, snoozeJob } from "./outcomes.ts";
 import { bulkCancel, bulkRetry } from "./admin.ts";
 import { countByKind, queueStats, throughput } from "./stats.ts";
 import {
@@ -57,7 +57,7 @@ import { deleteRuntime, listRuntimes, upsertRuntime } from "../shared/runtimes.t
 import { cancelJob, getJob, listJobs, retryJob, runningJobs } from "../shared/sql_api.ts";
 import { readStorageState } from "../shared/state.ts";
 import { CronStore } from "../shared/cron.ts";
-import { Batcher } from "../../runtime/batcher.ts";
+import { Batcher } from "../../db/batcher.ts";
 
 /** The jobs-table engine. */
 export class CanonicalEngine implements StorageEngine {

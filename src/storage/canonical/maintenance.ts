@@ -57,7 +57,7 @@ export async function rescueStale(db: Db, n: SchemaNames, rescueAfterMs: number)
               end as state
          from stale s)
      select done.*, pg_notify($4, done.id::text)::text as notified from done where done.state is not null`,
-    [rescueAfterMs, BATCH, DEADLINE_GRACE_MS, n.cancelChannel],
+    [rescueAfterMs, BATCH, DEADLINE_GRACE_MS, n.abortChannel],
   );
   return rows.map((r) => ({ id: Number(r.id), kind: r.kind, state: r.state, reason: r.reason }));
 }

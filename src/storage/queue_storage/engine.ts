@@ -56,7 +56,7 @@ import { deleteRuntime, listRuntimes, upsertRuntime } from "../shared/runtimes.t
 import { cancelJob, getJob, listJobs, retryJob, runningJobs } from "../shared/sql_api.ts";
 import { readStorageState } from "../shared/state.ts";
 import { CronStore } from "../shared/cron.ts";
-import { Batcher } from "../../runtime/batcher.ts";
+import { Batcher } from "../../db/batcher.ts";
 
 /** Where a claimed attempt's ready row is. */
 /**

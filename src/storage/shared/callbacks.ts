@@ -5,7 +5,7 @@
  */
 import type { Db, Row } from "../../db/connection.ts";
 import type { CallbackRecord, CallbackResolution, ResolveAction, ResolveArgs } from "../engine.ts";
-import { ItemFailure } from "../../runtime/batcher.ts";
+import { ItemFailure } from "../../db/batcher.ts";
 
 /** Where one engine keeps its callbacks and how it resolves them (qualified SQL names). */
 export interface CallbackSql {

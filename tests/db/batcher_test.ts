@@ -1,6 +1,6 @@
 /** The group-commit batcher behind completions, parks and callback resolutions. */
 import assert from "node:assert/strict";
-import { Batcher, ItemFailure } from "../../src/runtime/batcher.ts";
+import { Batcher, ItemFailure } from "../../src/db/batcher.ts";
 
 Deno.test("Batcher: items added together go in one call, in order, and a failed call rejects only its batch", async () => {
   const calls: number[][] = [];
