@@ -6,7 +6,13 @@ import { type Command, InvalidArgumentError } from "npm:commander@14.0.3";
 import { type Client, createClient } from "../client/client.ts";
 import { connectWithin, poolTarget } from "../db/connection.ts";
 import { env } from "../runtime/runtime.ts";
-import { CronNotFoundError, JobNotFoundError, QueueNotFoundError, SvcError } from "../errors.ts";
+import {
+  CronNotFoundError,
+  JobNotFoundError,
+  QueueNotFoundError,
+  SvcError,
+  ValidationError,
+} from "../errors.ts";
 import { checkJobCursor, parseJsonInput, parseRfc3339 } from "../validation.ts";
 import { validateQueueName } from "../client/enqueue_input.ts";
 import { validateCronName } from "../cron/definition.ts";
@@ -57,7 +63,7 @@ function checkDatabaseUrl(v: string, what: string): string {
     protocol = new URL(v).protocol;
   } catch { /* not a URL */ }
   if (protocol !== "postgres:" && protocol !== "postgresql:") {
-    throw new Error(`${what} must be a PostgreSQL URL such as postgres://user@host:5432/db`);
+    throw new ValidationError(`${what} must be a PostgreSQL URL such as postgres://user@host:5432/db`);
   }
   return v;
 }
@@ -68,7 +74,7 @@ export const cronNameArg: (v: string) => string = argParser(validateCronName);
 export const cursorArg: (v: string) => string = argParser(checkJobCursor);
 export const schemaArg: (v: string) => string = argParser((v) => schemaNames(v).schema);
 export const kindArg: (v: string) => string = argParser((v) => {
-  if (v.length < 1 || v.length > 255) throw new Error("kind must be 1 to 255 characters");
+  if (v.length < 1 || v.length > 255) throw new ValidationError("kind must be 1 to 255 characters");
   return v;
 });
 

@@ -15,6 +15,7 @@
  */
 
 import { Cron } from "npm:croner@11.0.1";
+import { ValidationError } from "../errors.ts";
 
 /** Time zone used when a schedule names none. */
 export const DEFAULT_CRON_TIMEZONE: string = "UTC";
@@ -24,7 +25,7 @@ function checkTimezone(timezone: string): void {
     if (timezone === "") throw new RangeError("empty time zone"); // croner would read "" as local time
     new Intl.DateTimeFormat("en-US", { timeZone: timezone });
   } catch {
-    throw new Error(
+    throw new ValidationError(
       `unknown time zone ${JSON.stringify(timezone)}: use an IANA name such as "UTC" or "Europe/Berlin"`,
     );
   }
@@ -36,7 +37,7 @@ function compile(expr: string, timezone: string | undefined): Cron {
   const tz = timezone ?? DEFAULT_CRON_TIMEZONE;
   checkTimezone(tz);
   const problem = (detail: string) =>
-    new Error(
+    new ValidationError(
       `invalid cron schedule ${JSON.stringify(expr)}: ${detail}; expected 5 fields ` +
         '("minute hour day-of-month month day-of-week", e.g. "0 3 * * *") or 6 with leading seconds',
     );
@@ -64,19 +65,19 @@ function compile(expr: string, timezone: string | undefined): Cron {
 
 function checkDate(name: string, d: Date): void {
   if (!(d instanceof Date) || Number.isNaN(d.getTime())) {
-    throw new Error(`${name} must be a valid Date`);
+    throw new ValidationError(`${name} must be a valid Date`);
   }
 }
 
 /**
- * Throws an Error naming the problem when `expr` is not a valid 5- or 6-field cron expression,
+ * Throws a ValidationError naming the problem when `expr` is not a valid 5- or 6-field cron expression,
  * when `timezone` is not a known IANA time zone (undefined means UTC), or when the expression can
  * never fire (such as `0 0 30 2 *`).
  */
 export function validateSchedule(expr: string, timezone?: string): void {
   const cron = compile(expr, timezone);
   if (cron.nextRun(new Date()) === null) {
-    throw new Error(`invalid cron schedule ${JSON.stringify(expr)}: it never fires`);
+    throw new ValidationError(`invalid cron schedule ${JSON.stringify(expr)}: it never fires`);
   }
 }
 

@@ -12,7 +12,7 @@ import type { Db } from "./connection.ts";
 import { type SchemaNames, validateSchemaName } from "./names.ts";
 import { MIGRATION_SQL } from "../generated/migrations.ts";
 import { EXPECTED_SCHEMA_VERSION, MIGRATIONS, readSchemaVersion } from "./schema_version.ts";
-import { ValidationError } from "../errors.ts";
+import { SvcError, ValidationError } from "../errors.ts";
 
 /** Raised when the database's schema is newer than this binary knows. */
 export class SchemaTooNewError extends Error {
@@ -155,8 +155,9 @@ export async function readQsParams(db: Db, names: SchemaNames): Promise<QsParams
 export function migrationText(file: string): string {
   const text = MIGRATION_SQL[file];
   if (text === undefined) {
-    throw new Error(
+    throw new SvcError(
       `the migration ${file} is not in src/generated/migrations.ts: run \`deno task assets\` and commit the result`,
+      "internal",
     );
   }
   return text;

@@ -11,6 +11,7 @@ import { createAdminServer } from "../http/server.ts";
 import { type HttpServer, serveHttp } from "../runtime/runtime.ts";
 import type { Logger } from "../types.ts";
 import { createWorker } from "../worker/worker.ts";
+import { ValidationError } from "../errors.ts";
 import { startEmbeddedPostgres } from "./embedded_postgres.ts";
 import {
   DEV_CRON,
@@ -77,7 +78,7 @@ export async function startDev(o: DevOptions = {}): Promise<Dev> {
     try {
       server = await serveHttp({ hostname: host, port: o.port ?? 3000 }, (req) => handler(req));
     } catch (e) {
-      throw new Error(
+      throw new ValidationError(
         `cannot listen on ${host}:${o.port ?? 3000} (${(e as Error).message}); choose another --port`,
       );
     }

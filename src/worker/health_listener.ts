@@ -15,6 +15,7 @@ import { ValidationError } from "../errors.ts";
 import { type HttpServer, serveHttp } from "../runtime/runtime.ts";
 import type { ReadinessReport } from "../types.ts";
 import { PROMETHEUS_CONTENT_TYPE } from "../metrics/registry.ts";
+import { errorBody, HttpError } from "../http/errors.ts";
 
 /** Parses `host:port` (`[::1]:9464` for IPv6; `:9464` binds every interface). */
 export function parseHealthAddr(addr: string): { hostname: string; port: number } {
@@ -36,6 +37,17 @@ const json = (status: number, body: unknown, head: boolean, extra: Record<string
     headers: { "content-type": "application/json", "cache-control": "no-store", ...extra },
   });
 
+/** An error answer with its status from the one error-code table (`src/http/errors.ts`). */
+const refuse = (
+  code: string,
+  message: string,
+  head: boolean,
+  extra: Record<string, string> = {},
+): Response => {
+  const { status, body } = errorBody(new HttpError(code, message));
+  return json(status, body, head, extra);
+};
+
 /** The listener's request handler (exported for tests and for mounting elsewhere). */
 export function healthHandler(
   readiness: () => Promise<ReadinessReport>,
@@ -44,23 +56,19 @@ export function healthHandler(
   return async (req) => {
     const path = new URL(req.url).pathname;
     if (path !== "/healthz" && path !== "/readyz" && !(path === "/metrics" && metricsText)) {
-      return json(404, {
-        error: `not found: the health listener serves GET /healthz${
+      return refuse(
+        "not_found",
+        `not found: the health listener serves GET /healthz${
           metricsText ? ", GET /readyz and GET /metrics" : " and GET /readyz"
         }`,
-        code: "not_found",
-      }, false);
+        false,
+      );
     }
     const head = req.method === "HEAD";
     if (req.method !== "GET" && !head) {
-      return json(
-        405,
-        { error: `method ${req.method} not allowed: use GET`, code: "method_not_allowed" },
-        false,
-        {
-          allow: "GET, HEAD",
-        },
-      );
+      return refuse("method_not_allowed", `method ${req.method} not allowed: use GET`, false, {
+        allow: "GET, HEAD",
+      });
     }
     if (path === "/healthz") return json(200, { status: "ok" }, head);
     if (path === "/metrics") {

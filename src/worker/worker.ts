@@ -6,7 +6,7 @@ import { connect, connectWithin, poolTarget } from "../db/connection.ts";
 import { postgresDriver } from "../db/driver.ts";
 import { type Client, createClient } from "../client/client.ts";
 import { EXPECTED_SCHEMA_VERSION, readSchemaVersion } from "../db/schema_version.ts";
-import { SchemaOutdatedError, ValidationError } from "../errors.ts";
+import { SchemaOutdatedError, SvcError, ValidationError } from "../errors.ts";
 import { env, hostname, pid } from "../runtime/runtime.ts";
 import type { Job, Logger, ReadinessReport } from "../types.ts";
 import { RoutedEngine } from "../storage/routed.ts";
@@ -193,7 +193,7 @@ export function createWorker(opts: WorkerOptions): Worker {
       return election.isLeader;
     },
     async start() {
-      if (started) throw new Error("worker already started");
+      if (started) throw new SvcError("worker already started: call start() once", "invalid_state");
       const version = await connectWithin(() => readSchemaVersion(db, names), {
         timeoutMs: connectTimeout,
         target: poolTarget(driver.sql),
