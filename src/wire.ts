@@ -1,10 +1,11 @@
 /**
  * The JSON shapes of every JSON surface (REST API, CLI `--json`, the SQL API's jsonb results): jobs,
- * queues, runtimes and callbacks in snake_case, and the conversions to and from the camelCase records
+ * queues, runtimes, callbacks and cron schedules in snake_case, and the conversions to and from the camelCase records
  * of the TypeScript API. The job shape is the one the SQL function `job_json` produces, key for key
  * (a test compares the two).
  */
 import type { CallbackRecord } from "./storage/engine.ts";
+import type { CronSchedule } from "./cron/definition.ts";
 import type { Job, JobError, JobState, QueueInfo, RuntimeInfo } from "./types.ts";
 
 /** RFC 3339 in UTC with milliseconds, or null. */
@@ -14,9 +15,95 @@ export function iso(d: Date | string | null | undefined): string | null {
 
 const date = (v: unknown): Date | null => (v === null || v === undefined ? null : new Date(v as string));
 
+/** The JSON of a job (REST, CLI `--json`, the SQL API's `job_json`). Times are RFC 3339 in UTC. */
+export interface JobJson extends
+  Pick<
+    Job,
+    | "id"
+    | "kind"
+    | "queue"
+    | "args"
+    | "state"
+    | "priority"
+    | "attempt"
+    | "errors"
+    | "tags"
+    | "metadata"
+    | "result"
+  > {
+  max_attempts: number;
+  /** The limit of attempts that applied to the latest attempt (the kind's own, stored at claim); null before one. */
+  effective_max_attempts: number | null;
+  run_at: string;
+  created_at: string;
+  attempted_at: string | null;
+  finalized_at: string | null;
+  heartbeat_at: string | null;
+  deadline_at: string | null;
+  unique_key: string | null;
+  callback_id: string | null;
+  callback_timeout_at: string | null;
+  attempted_by: string | null;
+  lease: number;
+  /** Present (true) when an enqueue found an unfinished job with the same unique key and returned it. */
+  duplicate?: true;
+}
+
+/** The JSON of a queue. */
+export interface QueueJson {
+  name: string;
+  paused: boolean;
+  counts: Record<JobState, number>;
+  /** States whose count is a lower bound. */
+  approximate: JobState[];
+  oldest_available_age_seconds: number | null;
+}
+
+/** The JSON of a worker process (runtime). */
+export interface RuntimeJson
+  extends Pick<RuntimeInfo, "id" | "hostname" | "pid" | "queues" | "engines" | "ready" | "leader" | "live"> {
+  started_at: string;
+  heartbeat_at: string;
+  /** The rescue window it reported (ms); null for processes that do not report it. */
+  rescue_after_ms: number | null;
+  /** Attempts it was running at its last heartbeat. */
+  in_flight: number | null;
+}
+
+/** The JSON of a job's callback (in-process or HTTP). */
+export interface CallbackJson {
+  id: string;
+  attempt: number;
+  kind: CallbackRecord["kind"];
+  state: CallbackRecord["state"];
+  deadline_at: string;
+  created_at: string;
+  resolved_at: string | null;
+  error: string | null;
+  /** Refused requests that named this callback (bad signature, bad body, too large). */
+  rejected_count: number;
+  last_rejection: { status: number; code: string; at: string } | null;
+}
+
+/** The JSON of a cron schedule. */
+export interface CronJson extends
+  Pick<
+    CronSchedule,
+    "name" | "schedule" | "kind" | "args" | "queue" | "timezone" | "paused" | "priority" | "tags" | "metadata"
+  > {
+  last_fire_at: string | null;
+  next_fire_at: string | null;
+  max_attempts: number;
+  catch_up: number;
+  declared_by: string | null;
+  created_at: string;
+  updated_at: string;
+  synced_at: string;
+}
+
 /** A `Job` as the snake_case JSON every JSON surface uses. */
-export function jobToJson(j: Job): Record<string, unknown> {
-  const out: Record<string, unknown> = {
+export function jobToJson(j: Job): JobJson {
+  const out: JobJson = {
     id: j.id,
     kind: j.kind,
     queue: j.queue,
@@ -26,8 +113,8 @@ export function jobToJson(j: Job): Record<string, unknown> {
     attempt: j.attempt,
     max_attempts: j.maxAttempts,
     effective_max_attempts: j.effectiveMaxAttempts,
-    run_at: iso(j.runAt),
-    created_at: iso(j.createdAt),
+    run_at: iso(j.runAt)!,
+    created_at: iso(j.createdAt)!,
     attempted_at: iso(j.attemptedAt),
     finalized_at: iso(j.finalizedAt),
     heartbeat_at: iso(j.heartbeatAt),
@@ -81,7 +168,7 @@ export function jobFromJson(o: Record<string, unknown>): Job {
 }
 
 /** A queue as JSON. */
-export function queueToJson(q: QueueInfo): Record<string, unknown> {
+export function queueToJson(q: QueueInfo): QueueJson {
   return {
     name: q.name,
     paused: q.paused,
@@ -92,7 +179,7 @@ export function queueToJson(q: QueueInfo): Record<string, unknown> {
 }
 
 /** A runtime as JSON. */
-export function runtimeToJson(r: RuntimeInfo): Record<string, unknown> {
+export function runtimeToJson(r: RuntimeInfo): RuntimeJson {
   return {
     id: r.id,
     hostname: r.hostname,
@@ -101,8 +188,8 @@ export function runtimeToJson(r: RuntimeInfo): Record<string, unknown> {
     engines: r.engines,
     ready: r.ready,
     leader: r.leader,
-    started_at: iso(r.startedAt),
-    heartbeat_at: iso(r.heartbeatAt),
+    started_at: iso(r.startedAt)!,
+    heartbeat_at: iso(r.heartbeatAt)!,
     live: r.live,
     rescue_after_ms: r.rescueAfterMs ?? null,
     in_flight: r.inFlight ?? null,
@@ -110,17 +197,41 @@ export function runtimeToJson(r: RuntimeInfo): Record<string, unknown> {
 }
 
 /** A callback as JSON. */
-export function callbackToJson(c: CallbackRecord): Record<string, unknown> {
+export function callbackToJson(c: CallbackRecord): CallbackJson {
   return {
     id: c.id,
     attempt: c.attempt,
     kind: c.kind,
     state: c.state,
-    deadline_at: iso(c.deadlineAt),
-    created_at: iso(c.createdAt),
+    deadline_at: iso(c.deadlineAt)!,
+    created_at: iso(c.createdAt)!,
     resolved_at: iso(c.resolvedAt),
     error: c.error,
     rejected_count: c.rejectedCount,
     last_rejection: c.lastRejection,
+  };
+}
+
+/** A `CronSchedule` as the snake_case JSON of `svc cron list --json` and `GET /api/cron`. */
+export function cronToJson(c: CronSchedule): CronJson {
+  return {
+    name: c.name,
+    schedule: c.schedule,
+    kind: c.kind,
+    args: c.args,
+    queue: c.queue,
+    timezone: c.timezone,
+    paused: c.paused,
+    last_fire_at: iso(c.lastFireAt),
+    next_fire_at: iso(c.nextFireAt),
+    priority: c.priority,
+    max_attempts: c.maxAttempts,
+    tags: c.tags,
+    metadata: c.metadata,
+    catch_up: c.catchUp,
+    declared_by: c.declaredBy,
+    created_at: iso(c.createdAt)!,
+    updated_at: iso(c.updatedAt)!,
+    synced_at: iso(c.syncedAt)!,
   };
 }

@@ -10,6 +10,20 @@ import { JOB_STATES, type JobError, type JobState, TERMINAL_STATES } from "../sr
 
 export { JOB_STATES };
 export type { JobError, JobState };
+// The shapes the server writes (src/wire.ts), one definition for the server, the CLI and this UI.
+export type {
+  CallbackJson as Callback,
+  CronJson as Cron,
+  JobJson as Job,
+  QueueJson as Queue,
+  RuntimeJson as Runtime,
+} from "../src/wire.ts";
+import type { CallbackJson, CronJson, JobJson, QueueJson, RuntimeJson } from "../src/wire.ts";
+type Job = JobJson;
+type Queue = QueueJson;
+type Callback = CallbackJson;
+type Cron = CronJson;
+type Runtime = RuntimeJson;
 
 /** States an admin retry accepts (decisions.md: terminal jobs only). */
 export const RETRYABLE_STATES: readonly JobState[] = TERMINAL_STATES;
@@ -17,42 +31,6 @@ export const RETRYABLE_STATES: readonly JobState[] = TERMINAL_STATES;
 export const CANCELLABLE_STATES: readonly JobState[] = JOB_STATES.filter((s) => !TERMINAL_STATES.includes(s));
 
 export type StateCounts = Record<JobState, number>;
-
-export interface Job {
-  id: number;
-  kind: string;
-  queue: string;
-  args: Record<string, unknown>;
-  state: JobState;
-  priority: number;
-  attempt: number;
-  max_attempts: number;
-  run_at: string;
-  created_at: string;
-  attempted_at: string | null;
-  finalized_at: string | null;
-  heartbeat_at: string | null;
-  deadline_at: string | null;
-  errors: JobError[];
-  tags: string[];
-  metadata: Record<string, unknown>;
-  result: unknown;
-  unique_key: string | null;
-  callback_id: string | null;
-  callback_timeout_at: string | null;
-  attempted_by: string | null;
-  /** The limit of attempts that applied to the latest attempt. */
-  effective_max_attempts?: number | null;
-}
-
-export interface Queue {
-  name: string;
-  paused: boolean;
-  counts: StateCounts;
-  /** States whose count is a lower bound (queue storage counts up to 10,000). */
-  approximate?: JobState[];
-  oldest_available_age_seconds: number | null;
-}
 
 export interface ThroughputPoint {
   minute: string;
@@ -81,18 +59,6 @@ export interface JobFilter {
 export interface JobPage {
   jobs: Job[];
   next_cursor: string | null;
-}
-
-export interface Callback {
-  id: string;
-  attempt: number;
-  state: string;
-  deadline_at: string | null;
-  created_at: string;
-  resolved_at: string | null;
-  /** Refused requests that named this callback (bad signature, bad body, too large). */
-  rejected_count: number;
-  last_rejection: { status: number; code: string; at: string } | null;
 }
 
 export interface JobDetail {
@@ -144,34 +110,6 @@ export interface SampleFilter {
   queue?: string;
   kind?: string;
   minutes?: number;
-}
-
-export interface Cron {
-  name: string;
-  schedule: string;
-  kind: string;
-  args: Record<string, unknown>;
-  queue: string;
-  timezone: string;
-  paused: boolean;
-  last_fire_at: string | null;
-  next_fire_at: string | null;
-}
-
-export interface Runtime {
-  id: string;
-  hostname: string;
-  pid: number;
-  queues: string[];
-  ready: boolean;
-  leader: boolean;
-  started_at: string;
-  heartbeat_at: string;
-  live: boolean;
-  /** The rescue window it reported (ms); null for processes that do not report it. */
-  rescue_after_ms?: number | null;
-  /** Attempts it was running at its last heartbeat. */
-  in_flight?: number | null;
 }
 
 export interface RunningJobs {

@@ -1,6 +1,7 @@
 /** `svc cron list|add|trigger|pause|resume|remove`. */
 import { Command, InvalidArgumentError } from "npm:commander@14.0.3";
-import { type CronSchedule, cronToJson } from "../cron/definition.ts";
+import type { CronSchedule } from "../cron/definition.ts";
+import { cronToJson } from "../wire.ts";
 import { validateSchedule } from "../cron/schedule.ts";
 import { jobToJson } from "../wire.ts";
 import {

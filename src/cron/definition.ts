@@ -7,7 +7,6 @@
  */
 import { ValidationError } from "../errors.ts";
 import type { Row } from "../db/connection.ts";
-import { iso } from "../wire.ts";
 import { normalizeEnqueue } from "../client/enqueue_input.ts";
 import { DEFAULT_CRON_TIMEZONE, nextFireAfter, validateSchedule } from "./schedule.ts";
 
@@ -194,29 +193,5 @@ export function rowToCron(r: Row, now: Date): CronSchedule {
     createdAt: r.created_at,
     updatedAt: r.updated_at,
     syncedAt: r.synced_at,
-  };
-}
-
-/** A `CronSchedule` as the snake_case JSON of `svc cron list --json` and `GET /api/cron`. */
-export function cronToJson(c: CronSchedule): Record<string, unknown> {
-  return {
-    name: c.name,
-    schedule: c.schedule,
-    kind: c.kind,
-    args: c.args,
-    queue: c.queue,
-    timezone: c.timezone,
-    paused: c.paused,
-    last_fire_at: iso(c.lastFireAt),
-    next_fire_at: iso(c.nextFireAt),
-    priority: c.priority,
-    max_attempts: c.maxAttempts,
-    tags: c.tags,
-    metadata: c.metadata,
-    catch_up: c.catchUp,
-    declared_by: c.declaredBy,
-    created_at: iso(c.createdAt),
-    updated_at: iso(c.updatedAt),
-    synced_at: iso(c.syncedAt),
   };
 }

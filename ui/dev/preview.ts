@@ -127,6 +127,8 @@ function makeJob(state: State, createdAt: number, kind = pick(Object.keys(KINDS)
     callback_id: null,
     callback_timeout_at: null,
     attempted_by: null,
+    effective_max_attempts: null,
+    lease: 0,
   };
   const runtime = `${pick(HOSTS)}:${1000 + Math.floor(rand() * 9000)}:${uuid().slice(0, 4)}`;
   const attempted = createdAt + 2000 + rand() * 30_000;

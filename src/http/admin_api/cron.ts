@@ -1,5 +1,6 @@
 /** Cron schedules: list, trigger now, pause, resume. */
-import { cronToJson } from "../../cron/definition.ts";
+import { CRON_NAME_RE } from "../../cron/definition.ts";
+import { cronToJson } from "../../wire.ts";
 import { jobToJson } from "../../wire.ts";
 import { actionRoute, type Param, ref, route } from "./route.ts";
 
@@ -7,7 +8,7 @@ const nameParam: Param = {
   name: "name",
   in: "path",
   description: "schedule name",
-  schema: { type: "string", pattern: "^[A-Za-z0-9_.:-]{1,128}$" },
+  schema: { type: "string", pattern: CRON_NAME_RE.source },
 };
 
 const cronBody = { type: "object" as const, required: ["cron"], properties: { cron: ref("Cron") } };

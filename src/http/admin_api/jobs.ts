@@ -4,7 +4,7 @@
  */
 import type { JobFilter } from "../../storage/engine.ts";
 import { callbackToJson, jobToJson } from "../../wire.ts";
-import { type JobState, TERMINAL_STATES } from "../../types.ts";
+import { JOB_STATES, type JobState, TERMINAL_STATES } from "../../types.ts";
 import {
   actionRoute,
   type ApiRoute,
@@ -40,7 +40,7 @@ const bulkSchema: Schema = {
 
 const countBody: Schema = { type: "object", required: ["count"], properties: { count: { type: "integer" } } };
 
-const NON_TERMINAL: JobState[] = ["scheduled", "available", "running", "waiting_external", "retryable"];
+const NON_TERMINAL: readonly JobState[] = JOB_STATES.filter((s) => !TERMINAL_STATES.includes(s));
 
 /** `POST /jobs/bulk-<verb>` with a filter body; a state the action never applies to is a 400. */
 function bulkRoute(verb: "retry" | "cancel", summary: string, allowed: readonly JobState[]): ApiRoute {

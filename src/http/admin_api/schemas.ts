@@ -3,6 +3,7 @@
  * and published under `components.schemas` of `/api/openapi.json`.
  */
 import { JOB_STATES } from "../../types.ts";
+import { QUEUE_NAME_RE } from "../../client/enqueue_input.ts";
 import { STATUS_BY_CODE } from "../errors.ts";
 import type { Param, Schema } from "./route.ts";
 
@@ -14,7 +15,7 @@ const int: Schema = { type: "integer" };
 export const stateSchema: Schema = { type: "string", enum: JOB_STATES };
 
 /** Queue names: 1 to 48 characters of `A-Z a-z 0-9 _ . -`. */
-export const queueNameSchema: Schema = { type: "string", pattern: "^[A-Za-z0-9_.-]{1,48}$" };
+export const queueNameSchema: Schema = { type: "string", pattern: QUEUE_NAME_RE.source };
 
 /** A job kind in a query filter. */
 export const kindFilterSchema: Schema = { type: "string", maxLength: 255 };
@@ -129,6 +130,21 @@ export const SCHEMAS: Record<string, Schema> = {
       paused: { type: "boolean" },
       last_fire_at: timeOrNull,
       next_fire_at: timeOrNull,
+      priority: { type: "integer", minimum: 1, maximum: 4 },
+      max_attempts: int,
+      tags: { type: "array", items: { type: "string" } },
+      metadata: { type: "object" },
+      catch_up: {
+        type: "integer",
+        description: "missed fires enqueued after downtime; 0 coalesces them into one",
+      },
+      declared_by: {
+        type: ["string", "null"],
+        description: "the runtime id of the worker that declared it, or cli",
+      },
+      created_at: time,
+      updated_at: time,
+      synced_at: { ...time, description: "last time a worker (or svc cron add) declared it" },
     },
   },
   Runtime: {
