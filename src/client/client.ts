@@ -6,7 +6,7 @@ import { connect, type Db, type Sql } from "../db/connection.ts";
 import { type Driver, postgresDriver } from "../db/driver.ts";
 import { DEFAULT_SCHEMA, type SchemaNames, schemaNames } from "../db/names.ts";
 import { migrate as runMigrations, type MigrateOptions, type MigrateResult } from "../db/migrate.ts";
-import { EXPECTED_SCHEMA_VERSION, readSchemaVersion } from "../db/schema_version.ts";
+import { EXPECTED_SCHEMA_VERSION, readSchemaVersion, schemaCompatible } from "../db/schema_version.ts";
 import type { CallbackRecord, JobFilter } from "../storage/engine.ts";
 import {
   type StepResult,
@@ -305,7 +305,7 @@ async function clusterHealth(db: Db, names: SchemaNames, liveMs: number): Promis
   base.postgres = "connected";
   const version = await readSchemaVersion(db, names);
   base.schema_version = version;
-  if (version === null || version < EXPECTED_SCHEMA_VERSION) {
+  if (!schemaCompatible(version)) {
     return {
       ...base,
       reason: version === null

@@ -24,3 +24,8 @@ export async function readSchemaVersion(db: Db, names: SchemaNames): Promise<num
   const v = await db.query(`select max(version) as v from ${names.q}.schema_migrations`);
   return v[0].v === null ? null : Number(v[0].v);
 }
+
+/** Whether this binary runs on a database at `version` (null: never migrated): at or above the expected one. */
+export function schemaCompatible(version: number | null): version is number {
+  return version !== null && version >= EXPECTED_SCHEMA_VERSION;
+}

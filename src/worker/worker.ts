@@ -5,7 +5,7 @@
 import { connect, connectWithin, poolTarget } from "../db/connection.ts";
 import { postgresDriver } from "../db/driver.ts";
 import { type Client, createClient } from "../client/client.ts";
-import { EXPECTED_SCHEMA_VERSION, readSchemaVersion } from "../db/schema_version.ts";
+import { EXPECTED_SCHEMA_VERSION, readSchemaVersion, schemaCompatible } from "../db/schema_version.ts";
 import { SchemaOutdatedError, SvcError, ValidationError } from "../errors.ts";
 import { env, hostname, pid } from "../runtime/runtime.ts";
 import type { Job, Logger, ReadinessReport } from "../types.ts";
@@ -203,7 +203,7 @@ export function createWorker(opts: WorkerOptions): Worker {
           if (ownsPool) await driver.sql?.end({ timeout: 0 });
         },
       });
-      if (version === null || version < EXPECTED_SCHEMA_VERSION) {
+      if (!schemaCompatible(version)) {
         throw new SchemaOutdatedError(version, EXPECTED_SCHEMA_VERSION);
       }
       if (!engine.engines.includes("queue_storage") && (await engine.transition()) === "active") {
@@ -281,7 +281,7 @@ export function createWorker(opts: WorkerOptions): Worker {
         postgres_connected: connected,
         schema_version: version,
         expected_schema_version: EXPECTED_SCHEMA_VERSION,
-        schema_compatible: version !== null && version >= EXPECTED_SCHEMA_VERSION,
+        schema_compatible: schemaCompatible(version),
         poll_loop_alive: started && [...dispatchers.values()].every((d) => d.alive()),
         heartbeat_alive: started && heartbeat.alive(),
         maintenance_alive: started && maintenance.alive(),
