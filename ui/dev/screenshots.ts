@@ -3,7 +3,7 @@
  * Takes full-page screenshots of every page at 1400 px and 400 px with Debian's chromium, for a
  * person to look at (not a test: the browser tests of `svc serve` assert things).
  *
- *   deno run -A ui/dev/preview.ts &                    # or a real `svc serve`
+ *   deno run -A cli.ts dev --port 8788 &               # or a real `svc serve`
  *   deno run -A ui/dev/screenshots.ts [--url http://127.0.0.1:8788] [--out /tmp/ui-shots] [--prefix rw]
  *
  * Screenshots are written outside the repository by default; keep them out of git.
