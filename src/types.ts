@@ -136,33 +136,8 @@ export interface JobPage {
   nextCursor: string | null;
 }
 
-/** Object of `client.healthCheck()` and `svc health --json` (snake_case on purpose). */
-export interface ClusterHealth {
-  ready: boolean;
-  postgres: "connected" | "unreachable";
-  schema_version: number | null;
-  expected_schema_version: number;
-  storage: string;
-  storage_transition: string;
-  live_runtimes: number;
-  unhealthy_runtimes: number;
-  /** Why `ready` is false; absent when ready. */
-  reason?: string;
-}
-
-/** Object of `worker.healthCheck()` and the `/readyz` body (snake_case on purpose). */
-export interface ReadinessReport {
-  ready: boolean;
-  postgres_connected: boolean;
-  schema_version: number | null;
-  expected_schema_version: number;
-  schema_compatible: boolean;
-  poll_loop_alive: boolean;
-  heartbeat_alive: boolean;
-  maintenance_alive: boolean;
-  shutting_down: boolean;
-  leader: boolean;
-}
+// The snake_case JSON objects of the health surfaces live with the other JSON shapes.
+export type { ClusterHealth, ReadinessReport } from "./wire.ts";
 
 /** Per-queue state for admin surfaces. */
 export interface QueueInfo {

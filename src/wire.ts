@@ -1,8 +1,9 @@
 /**
- * The JSON shapes of every JSON surface (REST API, CLI `--json`, the SQL API's jsonb results): jobs,
- * queues, runtimes, callbacks and cron schedules in snake_case, and the conversions to and from the camelCase records
- * of the TypeScript API. The job shape is the one the SQL function `job_json` produces, key for key
- * (a test compares the two).
+ * The JSON shapes of every JSON surface (REST API, CLI `--json`, `/readyz` and `svc health --json`, the
+ * function request, the SQL API's jsonb results) in snake_case: jobs, queues, runtimes, callbacks, cron
+ * schedules, the health reports and the function request; and the conversions to and from the camelCase
+ * records of the TypeScript API. The job shape is the one the SQL function `job_json` produces, key for
+ * key (tests/http/wire_test.ts compares them).
  */
 import type { CallbackRecord } from "./storage/engine.ts";
 import type { CronSchedule } from "./cron/definition.ts";
@@ -99,6 +100,47 @@ export interface CronJson extends
   created_at: string;
   updated_at: string;
   synced_at: string;
+}
+
+/** Object of `client.healthCheck()` and `svc health --json` (snake_case on purpose). */
+export interface ClusterHealth {
+  ready: boolean;
+  postgres: "connected" | "unreachable";
+  schema_version: number | null;
+  expected_schema_version: number;
+  storage: string;
+  storage_transition: string;
+  live_runtimes: number;
+  unhealthy_runtimes: number;
+  /** Why `ready` is false; absent when ready. */
+  reason?: string;
+}
+
+/** Object of `worker.healthCheck()` and the `/readyz` body (snake_case on purpose). */
+export interface ReadinessReport {
+  ready: boolean;
+  postgres_connected: boolean;
+  schema_version: number | null;
+  expected_schema_version: number;
+  schema_compatible: boolean;
+  poll_loop_alive: boolean;
+  heartbeat_alive: boolean;
+  maintenance_alive: boolean;
+  shutting_down: boolean;
+  leader: boolean;
+}
+
+/** The function request body (docs/reference/protocol.md, "The function request"). */
+export interface FunctionRequest {
+  job_id: number;
+  kind: string;
+  args: Record<string, unknown>;
+  attempt: number;
+  max_attempts: number;
+  callback_id: string;
+  callback_url: string;
+  fail_url: string;
+  heartbeat_url: string;
 }
 
 /** A `Job` as the snake_case JSON every JSON surface uses. */

@@ -59,18 +59,8 @@ export interface HttpRunnerDeps {
   onCallbackRegistered?: (job: Job) => void;
 }
 
-/** The function request body (docs/reference/protocol.md, "The function request"). */
-export interface FunctionRequest {
-  job_id: number;
-  kind: string;
-  args: Record<string, unknown>;
-  attempt: number;
-  max_attempts: number;
-  callback_id: string;
-  callback_url: string;
-  fail_url: string;
-  heartbeat_url: string;
-}
+import type { FunctionRequest } from "../wire.ts";
+export type { FunctionRequest };
 
 /** A retryable failure that asks for its own retry delay (a `Retry-After`); the executor honours `retryDelayMs`. */
 export class RetryLaterError extends Error {
