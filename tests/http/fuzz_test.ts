@@ -390,3 +390,122 @@ Deno.test("fuzz: refused job, queue and cross-site mutations answer as documente
       { numRuns: RUNS * 2 },
     );
   }));
+
+/** Query strings of the operator pages' reads (running now, samples, kinds), with the answer each should get. */
+const opsQuery = fc.oneof(
+  fc.oneof(
+    fc.integer({ min: -10, max: 1100 }).map(String),
+    fc.constantFrom("1e3", "10.0", "x", "", "99999999999999999999"),
+  )
+    .map((l) => ({
+      path: `/api/running?limit=${encodeURIComponent(l)}`,
+      ok: l === "" || (/^\d+$/.test(l) && +l >= 1 && +l <= 1000),
+    })),
+  fc.oneof(fc.integer({ min: -10, max: 20_000 }).map(String), fc.constantFrom("1e3", "0x10", "x", "", "1.5"))
+    .map((m) => ({
+      path: `/api/stats/samples?minutes=${encodeURIComponent(m)}`,
+      ok: m === "" || (/^\d+$/.test(m) && +m >= 1 && +m <= 10_080),
+    })),
+  fc.string({ unit: "binary", maxLength: 60 }).map((s) => ({
+    path: `/api/stats/samples?queue=${encodeURIComponent(s)}`,
+    ok: s === "" || /^[A-Za-z0-9_.-]{1,48}$/.test(s),
+  })),
+  fc.string({ unit: "binary", maxLength: 12 }).map((s) => ({
+    path: `/api/stats/samples?kind=${encodeURIComponent(s)}`,
+    ok: !s.includes("\u0000") && s.length <= 255,
+  })),
+  fc.constantFrom("%ED%A0%80", "%00", "%FF").map((b) => ({
+    path: `/api/stats/samples?kind=${b}`,
+    ok: b !== "%00",
+  })),
+  fc.constant({ path: "/api/kinds", ok: true }),
+);
+
+Deno.test("fuzz: running, samples and kinds reads: 200 or 400 invalid_request, as documented", () =>
+  withServer(async (client, url) => {
+    await client.enqueueMany([{ kind: "a", args: { x: 1 } }, { kind: "b", tags: ["t"] }]);
+    await fc.assert(
+      fc.asyncProperty(opsQuery, async ({ path, ok }) => {
+        const a = await send(`${url}${path}`, "GET", undefined);
+        assert.equal(a.status, ok ? 200 : 400, `${path} → ${a.text}`);
+        if (!ok) assert.equal(a.code, "invalid_request");
+      }),
+      { numRuns: RUNS * 2 },
+    );
+  }));
+
+/** A bulk filter field: valid, or each kind of refused value, as JSON text. */
+const bulkField = {
+  state: fc.oneof(
+    fc.constantFrom("scheduled", "available", "running", "retryable", "completed", "failed", "cancelled")
+      .map((s) => ({ ok: true, text: JSON.stringify(s) })),
+    fc.oneof(fc.string({ maxLength: 8 }), fc.constant("")).filter((s) =>
+      ![
+        "scheduled",
+        "available",
+        "running",
+        "waiting_external",
+        "retryable",
+        "completed",
+        "failed",
+        "cancelled",
+      ]
+        .includes(s)
+    ).map((s) => ({ ok: false, text: JSON.stringify(s) })),
+    badString.map((t) => ({ ok: false, text: t })),
+  ),
+  kind: fc.oneof(
+    fc.string({ minLength: 1, maxLength: 10 }).filter(storable).map((s) => ({
+      ok: true,
+      text: JSON.stringify(s),
+    })),
+    fc.constantFrom('""', "1", "null", "[]", "{}").map((t) => ({ ok: false, text: t })),
+    badString.map((t) => ({ ok: false, text: t })),
+  ),
+  queue: fc.oneof(
+    fc.stringMatching(/^[A-Za-z0-9_.-]{1,48}$/).map((s) => ({ ok: true, text: JSON.stringify(s) })),
+    fc.string({ unit: "binary", maxLength: 60 }).filter((s) => !/^[A-Za-z0-9_.-]{1,48}$/.test(s))
+      .map((s) => ({ ok: false, text: JSON.stringify(s) })),
+  ),
+  dry_run: fc.oneof(
+    fc.boolean().map((b) => ({ ok: true, text: String(b) })),
+    fc.constantFrom('"true"', "1", "null", "[]").map((t) => ({ ok: false, text: t })),
+  ),
+  extra: fc.constantFrom('"x"', "1").map((t) => ({ ok: false, text: t })),
+};
+
+Deno.test("fuzz: bulk retry and cancel bodies: 200 with a count or 400; refused and dry runs change no row", () =>
+  withServer(async (client, url) => {
+    await client.enqueueMany([{ kind: "a" }, { kind: "b", queue: "q2" }, { kind: "c" }]);
+    await fc.assert(
+      fc.asyncProperty(
+        fc.constantFrom("retry", "cancel"),
+        fc.record(bulkField, { requiredKeys: [] }),
+        async (verb, r) => {
+          let fields = Object.entries(r) as [string, { ok: boolean; text: string }][];
+          const fieldsOk = fields.every(([, v]) => v.ok);
+          // A body that would be taken is sent as a dry run, so that the jobs stay to be matched.
+          if (fieldsOk) {
+            fields = [...fields.filter(([k]) => k !== "dry_run"), ["dry_run", { ok: true, text: "true" }]];
+          }
+          const body = `{${fields.map(([k, v]) => `${JSON.stringify(k)}:${v.text}`).join(",")}}`;
+          // A state the verb never applies to is refused too.
+          const state = r.state?.ok ? JSON.parse(r.state.text) : undefined;
+          const terminal = ["completed", "failed", "cancelled"].includes(state);
+          const stateOk = state === undefined || (verb === "retry" ? terminal : !terminal);
+          const before = await snapshot(client);
+          const a = await send(`${url}/api/jobs/bulk-${verb}`, "POST", body);
+          if (fieldsOk && stateOk) {
+            assert.equal(a.status, 200, `${verb} ${body} → ${a.text}`);
+            const count = JSON.parse(a.text).count;
+            assert.ok(Number.isInteger(count) && count >= 0, a.text);
+          } else {
+            assert.equal(a.status, 400, `${verb} ${body} → ${a.text}`);
+            assert.equal(a.code, "invalid_request", a.text);
+          }
+          assert.equal(await snapshot(client), before, `${verb} ${body} changed rows`);
+        },
+      ),
+      { numRuns: RUNS * 2 },
+    );
+  }));
