@@ -49,6 +49,8 @@ export interface ChaosReport {
   withoutRun: number;
   /** Jobs that ran more than once (a retry after a kill, a stop or the restart: allowed). */
   rerunJobs: number;
+  /** Worker processes that exited without being killed by the run (an uncaught error, a refused start). */
+  crashes: number;
   runs: number;
   kills: number;
   stops: number;
@@ -88,9 +90,13 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
   const random = rng(o.seed);
   const schema = "chaos";
   const t0 = Date.now();
+  /** Set when the run ends: crashed workers are no longer replaced. */
+  let done = false;
   let pg: PgCluster | null = null;
   const workers: (Proc | null)[] = [];
   const stopped = new Set<Proc>();
+  /** Workers this run killed or is about to: their exit is no crash. */
+  const killed = new Set<Proc>();
   let sql: postgres.Sql | null = null;
   let client: ReturnType<typeof createClient> | null = null;
   const report: ChaosReport = {
@@ -103,6 +109,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
     staleWinners: 0,
     withoutRun: 0,
     rerunJobs: 0,
+    crashes: 0,
     runs: 0,
     kills: 0,
     stops: 0,
@@ -120,7 +127,16 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
     );
     const env = { DATABASE_URL: pg.url, WORK_MS: String(o.workMs ?? 5) };
     const spawn = (i: number) => {
-      workers[i] = spawnFixture("chaos_worker.ts", schema, env);
+      const w = spawnFixture("chaos_worker.ts", schema, env);
+      workers[i] = w;
+      w.status.then((s) => {
+        if (killed.has(w)) return;
+        report.crashes++;
+        log(
+          `chaos[${o.engine}]: worker ${i} exited on its own (code ${s.code}, signal ${s.signal}); starting another`,
+        );
+        if (!done) spawn(i);
+      });
     };
     const enqueue = async (n: number) => {
       for (let done = 0; done < n;) {
@@ -162,12 +178,17 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
       const [w, i] = running[Math.floor(random() * running.length)];
       if (random() < 0.5) {
         report.kills++;
+        killed.add(w!);
         await w!.kill("SIGKILL");
         spawn(i);
       } else {
+        try {
+          w!.child.kill("SIGSTOP");
+        } catch {
+          continue; // it exited on its own just now: counted as a crash, and another starts in its place
+        }
         report.stops++;
         stopped.add(w!);
-        w!.child.kill("SIGSTOP");
         const ms = 1_000 + random() * 3_000;
         setTimeout(() => {
           try {
@@ -217,6 +238,8 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
     log(`chaos[${o.engine}]: ${JSON.stringify(report)}`);
     return report;
   } finally {
+    done = true;
+    for (const w of workers) if (w) killed.add(w);
     for (const w of workers) {
       try {
         w?.child.kill("SIGCONT");

@@ -32,6 +32,7 @@ Deno.test({
     assert.equal(r.duplicateAttempts, 0, `no attempt ran twice; ${why}`);
     assert.equal(r.staleWinners, 0, `every result is the last attempt's; ${why}`);
     assert.equal(r.withoutRun, 0, why);
+    assert.equal(r.crashes, 0, `no worker exited on its own; ${why}`);
     assert.ok(r.kills + r.stops >= 8, `faults were injected; ${why}`);
     assert.equal(r.restarts, 2, why);
   },

@@ -2,7 +2,8 @@
  * `deno task chaos [--jobs N] [--minutes M] [--workers W] [--engine canonical|queue_storage|both] [--seed S]`:
  * the long chaos run (defaults: 100,000 jobs, 10 minutes of faults, 3 workers, both engines), each engine
  * on a throw-away PostgreSQL cluster. Prints each engine's figures and writes them to
- * bench/results/<date>-chaos.md. Exit 1 when a job was lost, an attempt ran twice or a stale writer won.
+ * bench/results/<date>-chaos.md. Exit 1 when a job was lost, an attempt ran twice, a stale writer won or a
+ * worker process exited on its own.
  */
 import { type ChaosReport, runChaos } from "./chaos.ts";
 
@@ -42,7 +43,7 @@ const date = new Date().toISOString().slice(0, 10);
 const row = (r: ChaosReport) =>
   `| ${r.engine} | ${r.jobs.toLocaleString("en")} | ${
     r.completed.toLocaleString("en")
-  } | ${r.lost} | ${r.duplicateAttempts} | ${r.staleWinners} | ${r.withoutRun} | ${r.kills} | ${r.stops} | ${r.restarts} | ${
+  } | ${r.lost} | ${r.duplicateAttempts} | ${r.staleWinners} | ${r.withoutRun} | ${r.crashes} | ${r.kills} | ${r.stops} | ${r.restarts} | ${
     r.rerunJobs.toLocaleString("en")
   } | ${(r.wallMs / 1000).toFixed(0)} s |`;
 const md = [
@@ -55,8 +56,8 @@ const md = [
   `before they start, half during the run) while one of them is killed (SIGKILL, then started again) or stopped ` +
   `for 1-4 s (SIGSTOP/SIGCONT) every 2 s, and PostgreSQL restarts four times (fast, immediate, fast, immediate).`,
   "",
-  "| engine | jobs | completed | lost | attempts run twice | stale writers won | completed without a run | kills | stops | restarts | jobs run again (allowed) | wall |",
-  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+  "| engine | jobs | completed | lost | attempts run twice | stale writers won | completed without a run | workers crashed | kills | stops | restarts | jobs run again (allowed) | wall |",
+  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
   ...reports.map(row),
   "",
   "A job runs again when the attempt that ran it was lost to a kill, a stop longer than `rescueAfter` (1.5 s here) " +
@@ -69,5 +70,5 @@ const file = new URL(`../../bench/results/${date}-chaos.md`, import.meta.url);
 await Deno.writeTextFile(file, md);
 console.log(md);
 console.log(`written: ${file.pathname}`);
-const bad = reports.some((r) => r.lost || r.duplicateAttempts || r.staleWinners || r.withoutRun);
+const bad = reports.some((r) => r.lost || r.duplicateAttempts || r.staleWinners || r.withoutRun || r.crashes);
 Deno.exit(bad ? 1 : 0);
