@@ -259,6 +259,22 @@ engineTest(
         );
         assert.equal(inCanon.n, 0);
         assert.ok(await client.getJob(Number(row.id)));
+        // Several rows of one INSERT move together.
+        const many = await client.sql.unsafe(
+          `insert into "${schema}".jobs (kind, args)
+           select 'direct', jsonb_build_object('n', g) from generate_series(1, 3) g returning id`,
+        );
+        assert.equal(many.length, 3);
+        for (const m of many) assert.equal((await client.getJob(Number(m.id)))?.kind, "direct");
+        // A unique key held in queue storage refuses the row, as canonical's own index would.
+        const held = await client.enqueue("direct.unique", { k: 1 }, { unique: {} });
+        await assert.rejects(
+          client.sql.unsafe(
+            `insert into "${schema}".jobs (kind, args, unique_key) values ('direct.unique', '{}', $1)`,
+            [held.uniqueKey],
+          ),
+          (e: { code?: string }) => e.code === "23505",
+        );
         // The leader moves the waiting jobs; the snoozing one moves at its next snooze.
         await waitFor(
           async () => (await client.storageStatus()).canonical_backlog === 0,
