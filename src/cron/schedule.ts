@@ -101,7 +101,7 @@ function compileWindow(
   checkDate("afterExclusive", after);
   checkDate("untilInclusive", until);
   if (!Number.isInteger(max) || max < 0) {
-    throw new RangeError(`max must be a non-negative integer, got ${max}`);
+    throw new ValidationError(`max must be a non-negative integer, got ${max}`);
   }
   return compile(expr, timezone);
 }

@@ -5,6 +5,7 @@
  */
 import postgres from "../vendor/postgres/index.js";
 import { type Db, fromPostgres, type Sql } from "./connection.ts";
+import { SvcError } from "../errors.ts";
 
 /** The leader's lock: held by at most one process per database and schema. */
 export interface LeaderLock {
@@ -27,9 +28,9 @@ export interface LeaderLock {
 }
 
 /** A leader's duty ran after this process lost leadership; it wrote nothing. */
-export class NotLeaderError extends Error {
+export class NotLeaderError extends SvcError {
   constructor(message = "this process no longer holds the leader lock") {
-    super(message);
+    super(message, "not_leader");
     this.name = "NotLeaderError";
   }
 }

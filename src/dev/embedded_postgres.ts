@@ -33,12 +33,13 @@ import path from "node:path";
 import process from "node:process";
 import { lockDirectory } from "../runtime/runtime.ts";
 import { sleep } from "../worker/wakeup.ts";
+import { SvcError } from "../errors.ts";
 import denoJson from "../../deno.json" with { type: "json" };
 
 /** A failure of the embedded server that the user can fix; the message names the fix. */
-export class EmbeddedPostgresError extends Error {
+export class EmbeddedPostgresError extends SvcError {
   constructor(message: string) {
-    super(message);
+    super(message, "embedded_postgres");
     this.name = "EmbeddedPostgresError";
   }
 }
