@@ -15,11 +15,12 @@ import { EXPECTED_SCHEMA_VERSION, MIGRATIONS, readSchemaVersion } from "./schema
 import { SvcError, ValidationError } from "../errors.ts";
 
 /** Raised when the database's schema is newer than this binary knows. */
-export class SchemaTooNewError extends Error {
+export class SchemaTooNewError extends SvcError {
   constructor(current: number, expected: number) {
     super(
       `database schema version ${current} is newer than this svc (expects ${expected}); ` +
         `upgrade svc before running migrate (workers of this version still run against it)`,
+      "schema_too_new",
     );
     this.name = "SchemaTooNewError";
   }

@@ -6,7 +6,7 @@ import type { StorageEngine } from "../storage/engine.ts";
 import type { Job } from "../types.ts";
 import type { CallbackWaiters } from "./callback_waiters.ts";
 import { Wakeup } from "./wakeup.ts";
-import { ValidationError } from "../errors.ts";
+import { SvcError, ValidationError } from "../errors.ts";
 
 /** What a handler gets beside its job. */
 export interface JobContext {
@@ -34,9 +34,9 @@ export interface JobContext {
 export type AbortReason = "cancelled" | "deadline" | "shutdown";
 
 /** Raised by `waitForCallback` when the callback ends otherwise than by `resumeExternal`. */
-export class CallbackEndedError extends Error {
+export class CallbackEndedError extends SvcError {
   constructor(message: string) {
-    super(message);
+    super(message, "callback_ended");
     this.name = "CallbackEndedError";
   }
 }
