@@ -1,7 +1,8 @@
 -- svc schema version 6: a batch enqueue in fewer steps on both engines (bench/probes/enqueue_split.ts; ADR 008).
 --
 -- Queue storage: the lanes of a batch are locked from its distinct (queue, priority) pairs instead of a copy of
--- every job's JSON, and the inserted jobs are returned as one set; only duplicates still go one by one.
+-- every job's JSON, the outcome of each input is kept in arrays instead of a JSON object per row, and the
+-- inserted jobs are returned as one set; only duplicates still go one by one.
 -- Canonical: the same set return, and the trigger that moves rows an older producer inserts into canonical's
 -- jobs table during the transition runs once per statement instead of once per row.
 -- Template parameters as in 0004 ({{qs}}: the queue-storage schema).
@@ -16,9 +17,15 @@ declare
   v_now timestamptz := now();
   v_slot smallint := {{qs}}.current_slot();
   v_shards jsonb;
-  v_out jsonb;
+  v_ord integer[];
+  v_id bigint[];
+  v_due timestamptz[];
+  v_key text[];
+  v_dup boolean[];
+  v_woken bigint;
+  v_deferred bigint;
   v_ids regclass := pg_get_serial_sequence(quote_ident(current_schema()) || '.jobs', 'id')::regclass;
-  x jsonb;
+  dup record;
   r record;
   v_existing jsonb;
   v_canonical boolean := (select transition <> 'active' from storage_state);
@@ -74,34 +81,32 @@ begin
       from ok o where o.due > v_now
     returning job_id),
   woken as (select pg_notify(current_schema() || '_jobs', q.queue) from (select distinct queue from r) q)
-  select jsonb_agg(jsonb_build_object(
-           'ord', i.ord, 'id', i.id, 'state', case when i.due > v_now then 'scheduled' else 'available' end,
-           'run_at', i.due, 'created_at', v_now, 'unique_key', i.unique_key,
-           'duplicate', i.unique_key is not null and not exists (select 1 from uk where uk.job_id = i.id))
-           order by i.ord)
-         || jsonb_build_array(jsonb_build_object('woken', (select count(*) from woken), 'deferred', (select count(*) from d)))
-    into v_out
+  -- The outcome of each input, in arrays (cheaper than an object per row); counting woken and d runs them.
+  select array_agg(i.ord order by i.ord), array_agg(i.id order by i.ord), array_agg(i.due order by i.ord),
+         array_agg(i.unique_key order by i.ord),
+         array_agg(i.unique_key is not null and not exists (select 1 from uk where uk.job_id = i.id) order by i.ord),
+         (select count(*) from woken), (select count(*) from d)
+    into v_ord, v_id, v_due, v_key, v_dup, v_woken, v_deferred
     from inp i;
   -- The jobs inserted, in one set (the caller orders by ord).
-  return query select (e ->> 'ord')::integer, (e ->> 'id')::bigint, e ->> 'state', (e ->> 'run_at')::timestamptz,
-                      (e ->> 'created_at')::timestamptz, e ->> 'unique_key', false, null::jsonb
-                 from jsonb_array_elements(v_out) e where e ? 'ord' and not (e ->> 'duplicate')::boolean;
+  return query select t.o, t.id, case when t.due > v_now then 'scheduled' else 'available' end, t.due, v_now, t.k,
+                      false, null::jsonb
+                 from unnest(v_ord, v_id, v_due, v_key, v_dup) as t(o, id, due, k, dup) where not t.dup;
   -- Duplicates: the job that holds the key, read in a new statement (it may have committed meanwhile).
   -- When that job finished in between (its key is free again), the job is enqueued after all.
-  for x in select e from jsonb_array_elements(v_out) e
-            where e ? 'ord' and (e ->> 'duplicate')::boolean order by (e ->> 'ord')::integer loop
+  for dup in select t.o, t.id, t.due, t.k from unnest(v_ord, v_id, v_due, v_key, v_dup) as t(o, id, due, k, dup)
+              where t.dup order by t.o loop
     v_existing := coalesce(
-      {{qs}}.get_job((select k.job_id from {{qs}}.unique_keys k where k.unique_key = x ->> 'unique_key')),
+      {{qs}}.get_job((select k.job_id from {{qs}}.unique_keys k where k.unique_key = dup.k)),
       case when v_canonical then canonical_get_job((
-        select j.id from jobs j where j.unique_key = x ->> 'unique_key'
+        select j.id from jobs j where j.unique_key = dup.k
            and j.state in ('scheduled', 'available', 'running', 'waiting_external', 'retryable') limit 1)) end);
     if v_existing is null then
-      select * into r from {{qs}}.enqueue_jobs(jsonb_build_array(p_jobs -> ((x ->> 'ord')::integer)));
-      return query select (x ->> 'ord')::integer, r.id, r.state, r.run_at, r.created_at, r.unique_key, r.duplicate,
-                          r.existing;
+      select * into r from {{qs}}.enqueue_jobs(jsonb_build_array(p_jobs -> dup.o));
+      return query select dup.o, r.id, r.state, r.run_at, r.created_at, r.unique_key, r.duplicate, r.existing;
     else
-      return query select (x ->> 'ord')::integer, (x ->> 'id')::bigint, x ->> 'state', (x ->> 'run_at')::timestamptz,
-                          (x ->> 'created_at')::timestamptz, x ->> 'unique_key', true, v_existing;
+      return query select dup.o, dup.id, case when dup.due > v_now then 'scheduled' else 'available' end, dup.due,
+                          v_now, dup.k, true, v_existing;
     end if;
   end loop;
 end $$;
