@@ -6,6 +6,8 @@
  * it. Returns the binary and the script, or throws with the reason (the runs under Node are then skipped).
  */
 import * as esbuild from "esbuild";
+import { existsSync } from "node:fs";
+import { builtinModules } from "node:module";
 
 /**
  * Pinned like the versions in deno.json's imports: the peers, and svc's own dependencies (svc's `npm:`
@@ -20,6 +22,7 @@ const PACKAGES = [
   "@noble/hashes@2.4.0",
   "croner@11.0.1",
   "commander@14.0.3",
+  "@opentelemetry/api@1.10.0",
 ];
 
 /** esbuild: svc's `npm:name@version/path` imports become bare `name/path` (external), and the host runtime module becomes Node's. */
@@ -62,7 +65,7 @@ export async function nodeRuntime(): Promise<{ node: string; script: string; ver
     await Deno.writeTextFile(stamp, JSON.stringify(PACKAGES));
   }
   const script = `${dir}child.mjs`;
-  await esbuild.build({
+  const built = await esbuild.build({
     entryPoints: [new URL("./node_child.ts", import.meta.url).pathname],
     bundle: true,
     platform: "node",
@@ -72,8 +75,22 @@ export async function nodeRuntime(): Promise<{ node: string; script: string; ver
     plugins: [svcForNode],
     outfile: script,
     logLevel: "error",
+    metafile: true,
   });
   await esbuild.stop();
+  // Every package the bundle leaves external must be installed, or each run under Node fails at its first import.
+  const external = new Set(
+    Object.values(built.metafile!.outputs).flatMap((o) =>
+      o.imports.filter((i) => i.external && !i.path.startsWith("node:") && !builtinModules.includes(i.path))
+        .map((i) => i.path.match(/^((?:@[^/]+\/)?[^/]+)/)![1])
+    ),
+  );
+  const missing = [...external].filter((name) => !existsSync(`${dir}node_modules/${name}/package.json`));
+  if (missing.length) {
+    throw new Error(
+      `the Node bundle imports ${missing.join(", ")}, not in bench/node.ts's PACKAGES: add them there`,
+    );
+  }
   const v = await new Deno.Command(node, { args: ["--version"], stdout: "piped" }).output();
   if (!v.success) throw new Error(`${node} --version failed`);
   return { node, script, version: new TextDecoder().decode(v.stdout).trim() };
