@@ -12,6 +12,7 @@ import { adminFixture } from "../helpers/admin.ts";
 import { pendingCallback, serveTest } from "../helpers/http.ts";
 import { parseSecret, sign, SIGNATURE_HEADER } from "../../mod.ts";
 import type { Client } from "../../src/client/client.ts";
+import { JOB_STATES, TERMINAL_STATES } from "../../src/types.ts";
 
 const SECRET = parseSecret("c3".repeat(32));
 const RUNS = Number(Deno.env.get("SVC_FUZZ_RUNS") ?? 60);
@@ -437,21 +438,9 @@ Deno.test("fuzz: running, samples and kinds reads: 200 or 400 invalid_request, a
 /** A bulk filter field: valid, or each kind of refused value, as JSON text. */
 const bulkField = {
   state: fc.oneof(
-    fc.constantFrom("scheduled", "available", "running", "retryable", "completed", "failed", "cancelled")
-      .map((s) => ({ ok: true, text: JSON.stringify(s) })),
-    fc.oneof(fc.string({ maxLength: 8 }), fc.constant("")).filter((s) =>
-      ![
-        "scheduled",
-        "available",
-        "running",
-        "waiting_external",
-        "retryable",
-        "completed",
-        "failed",
-        "cancelled",
-      ]
-        .includes(s)
-    ).map((s) => ({ ok: false, text: JSON.stringify(s) })),
+    fc.constantFrom(...JOB_STATES).map((s) => ({ ok: true, text: JSON.stringify(s) })),
+    fc.string({ maxLength: 8 }).filter((s) => !(JOB_STATES as readonly string[]).includes(s))
+      .map((s) => ({ ok: false, text: JSON.stringify(s) })),
     badString.map((t) => ({ ok: false, text: t })),
   ),
   kind: fc.oneof(
@@ -491,7 +480,7 @@ Deno.test("fuzz: bulk retry and cancel bodies: 200 with a count or 400; refused 
           const body = `{${fields.map(([k, v]) => `${JSON.stringify(k)}:${v.text}`).join(",")}}`;
           // A state the verb never applies to is refused too.
           const state = r.state?.ok ? JSON.parse(r.state.text) : undefined;
-          const terminal = ["completed", "failed", "cancelled"].includes(state);
+          const terminal = (TERMINAL_STATES as readonly string[]).includes(state);
           const stateOk = state === undefined || (verb === "retry" ? terminal : !terminal);
           const before = await snapshot(client);
           const a = await send(`${url}/api/jobs/bulk-${verb}`, "POST", body);
