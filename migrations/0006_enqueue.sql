@@ -187,15 +187,16 @@ end $$;
 -- raises unique_violation, as canonical's own index would.
 create function canonical_jobs_moved_statement() returns trigger
 language plpgsql set search_path from current as $$
+declare
+  v_taken text;
 begin
   if (select transition from storage_state) in ('mixed_transition', 'active') then
-    if exists (select 1 from moved_rows n
-                where n.unique_key is not null and n.state in ('scheduled', 'available', 'retryable')
-                  and exists (select 1 from {{qs}}.unique_keys k where k.unique_key = n.unique_key)) then
-      raise exception 'duplicate key value violates unique constraint on the unique key %',
-        (select n.unique_key from moved_rows n
-          where n.unique_key is not null and n.state in ('scheduled', 'available', 'retryable')
-            and exists (select 1 from {{qs}}.unique_keys k where k.unique_key = n.unique_key) limit 1)
+    select n.unique_key into v_taken from moved_rows n
+     where n.unique_key is not null and n.state in ('scheduled', 'available', 'retryable')
+       and exists (select 1 from {{qs}}.unique_keys k where k.unique_key = n.unique_key)
+     limit 1;
+    if v_taken is not null then
+      raise exception 'duplicate key value violates unique constraint on the unique key %', v_taken
         using errcode = 'unique_violation';
     end if;
     perform {{qs}}.adopt(array(select n.id from moved_rows n order by n.id));
