@@ -152,6 +152,8 @@ engineTest(
           await held;
         });
         await lockedP;
+        // Its own backend: other tests running beside this one may have sessions waiting in enqueue_jobs too.
+        const [{ pid: writerPid }] = await writer.unsafe(`select pg_backend_pid() as pid`);
         // The late writer reads the current slot (s0), then waits for a lane shard.
         const late = writer.unsafe(
           `select id from ${qs(schema)}.enqueue_jobs($1::text::jsonb)`,
@@ -160,7 +162,8 @@ engineTest(
         await waitFor(
           async () => {
             const [r] = await sql.unsafe(
-              `select count(*) as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%enqueue_jobs%'`,
+              `select count(*) as n from pg_stat_activity where pid = $1 and wait_event_type = 'Lock'`,
+              [writerPid],
             );
             return Number(r.n) > 0;
           },
