@@ -5,6 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { EventEmitter } from "node:events";
+import { Buffer } from "node:buffer";
 import postgres from "../../src/vendor/postgres/index.js";
 
 /** Enough of a net.Socket for the driver: it records writes and never answers. */
@@ -57,5 +58,57 @@ Deno.test("vendored postgres.js: a reset reported after the socket closed is not
   } finally {
     await sql.end({ timeout: 0 }).catch(() => {});
     await q;
+  }
+});
+
+Deno.test("vendored postgres.js: a connection reset while it fetches array types leaves no unhandled rejection", async () => {
+  // The server accepts the login, then the connection is reset when the driver sends its own first query
+  // (the array types), as a restarting server can do.
+  const made: FakeSocket[] = [];
+  const unhandled: unknown[] = [];
+  const onUnhandled = (e: PromiseRejectionEvent) => {
+    e.preventDefault();
+    unhandled.push(e.reason);
+  };
+  globalThis.addEventListener("unhandledrejection", onUnhandled);
+  const sql = postgres(
+    "postgres://u@127.0.0.1:1/db",
+    {
+      max: 1,
+      connect_timeout: 5,
+      onnotice: () => {},
+      socket: () => {
+        const s = new FakeSocket();
+        s.write = (_chunk: unknown, cb?: () => void) => {
+          s.writes++;
+          cb?.();
+          if (s.writes === 1) {
+            // AuthenticationOk, then ReadyForQuery (idle).
+            const login = new Uint8Array([82, 0, 0, 0, 8, 0, 0, 0, 0, 90, 0, 0, 0, 5, 73]);
+            setTimeout(() => s.emit("data", Buffer.from(login)), 0);
+          } else if (s.writes === 2) {
+            const reset = Object.assign(new Error("read ECONNRESET"), { code: "ECONNRESET" });
+            setTimeout(() => {
+              s.emit("error", reset);
+              s.emit("close", true);
+            }, 0);
+          }
+          return true;
+        };
+        made.push(s);
+        return s;
+      },
+    } as Parameters<typeof postgres>[1],
+  );
+  try {
+    const outcome = await sql`select 1`.then(() => "answered", (e: Error) => e);
+    assert.ok(outcome instanceof Error, "the query fails with its connection");
+    assert.ok(made[0] && made[0].writes >= 2, "the driver sent its array-type query");
+    // Give a rejection of the driver's own query time to surface if nothing handles it.
+    await new Promise((r) => setTimeout(r, 50));
+    assert.deepEqual(unhandled.map(String), []);
+  } finally {
+    globalThis.removeEventListener("unhandledrejection", onUnhandled);
+    await sql.end({ timeout: 0 }).catch(() => {});
   }
 });

@@ -576,7 +576,10 @@ function Connection(options, queues = {}, { onopen = noop, onend = noop, onclose
 
       if (needsTypes) {
         initial.reserve && (initial = null)
-        return fetchArrayTypes()
+        // svc patch: nothing awaits this promise, so a connection that fails during the fetch (its query
+        // rejected with the connection's error, which the caller's own query also gets) made it an
+        // unhandled rejection that killed the process.
+        return fetchArrayTypes().catch(() => { /* the connection's queries were settled with its error */ })
       }
 
       initial && !initial.reserve && execute(initial)
