@@ -74,6 +74,7 @@ engineTest(
         leader: false,
         health: {},
       });
+      await keepLive(client, "old:1");
       await client.engine.upsertRuntime({
         id: "new:2",
         hostname: "h",
@@ -84,6 +85,7 @@ engineTest(
         leader: false,
         health: {},
       });
+      await keepLive(client, "new:2");
       exits(
         await storage(schema, "enter-mixed-transition"),
         3,
@@ -142,6 +144,26 @@ engineTest(
     }),
 );
 
+/** Runs a step that must change the state; a refusal shows its message. */
+async function changed(
+  client: Client,
+  step: "prepare" | "enter-mixed-transition" | "finalize",
+): Promise<void> {
+  const r = await client.storageStep(step);
+  assert.equal(r.outcome, "changed", `${step}: ${r.outcome}: ${r.message}`);
+}
+
+/**
+ * Keeps a stand-in runtime row live for the whole test: nothing heartbeats it, and the test client's live
+ * window (3 heartbeat intervals of 200 ms) is shorter than a step can take on a loaded machine.
+ */
+async function keepLive(client: Client, id: string): Promise<void> {
+  await client.sql.unsafe(
+    `update "${client.schema}".runtimes set heartbeat_at = now() + interval '1 hour' where id = $1`,
+    [id],
+  );
+}
+
 async function liveRuntimeBoth(client: Client, id: string): Promise<void> {
   await client.engine.upsertRuntime({
     id,
@@ -153,6 +175,7 @@ async function liveRuntimeBoth(client: Client, id: string): Promise<void> {
     leader: false,
     health: {},
   });
+  await keepLive(client, id);
 }
 
 engineTest(
@@ -188,11 +211,12 @@ engineTest(
   () =>
     canonicalDb(async (client, schema) => {
       const holder = postgres(DATABASE_URL, { max: 1, onnotice: () => {} });
+      let release: (() => void) | undefined;
+      let holding: Promise<unknown> | undefined;
       try {
-        let release!: () => void;
         let locked!: (pid: number) => void;
         const isLocked = new Promise<number>((r) => locked = r);
-        const holding = holder.begin(async (tx) => {
+        holding = holder.begin(async (tx) => {
           const [p] = await tx.unsafe(
             `select pg_backend_pid() as pid from "${schema}".storage_state for update`,
           );
@@ -208,12 +232,15 @@ engineTest(
         assert.ok(Date.now() - t0 < 5_000);
         const cli = await storage(schema, "prepare");
         exits(cli, 3, new RegExp(`held by session\\(s\\) .*${pid}`));
-        release();
+        release!();
         await holding;
       } finally {
+        // Also when an assertion failed first: end the open transaction without an unhandled rejection.
+        release?.();
+        await holding?.catch(() => {});
         await holder.end({ timeout: 1 });
       }
-      assert.equal((await client.storageStep("prepare")).outcome, "changed");
+      await changed(client, "prepare");
     }),
 );
 
@@ -242,8 +269,8 @@ engineTest(
           5000,
           "a worker",
         );
-        assert.equal((await client.storageStep("prepare")).outcome, "changed");
-        assert.equal((await client.storageStep("enter-mixed-transition")).outcome, "changed");
+        await changed(client, "prepare");
+        await changed(client, "enter-mixed-transition");
         // An older producer inserts straight into canonical's table while mixed: the row moves at once.
         const [row] = await client.sql.unsafe(
           `insert into "${schema}".jobs (kind, args) values ('direct', '{"from":"old"}') returning id, kind, args`,
@@ -307,7 +334,7 @@ engineTest(
   () =>
     canonicalDb(async (client, schema) => {
       await liveRuntimeBoth(client, "new:1");
-      assert.equal((await client.storageStep("prepare")).outcome, "changed");
+      await changed(client, "prepare");
       const producer = postgres(DATABASE_URL, { max: 1, onnotice: () => {} });
       try {
         let flipped!: () => void;
@@ -321,7 +348,7 @@ engineTest(
           await t.unsafe(`select * from "${schema}".enqueue('k', '{}', '{}')`);
         });
         await hasSnapshot;
-        assert.equal((await client.storageStep("enter-mixed-transition")).outcome, "changed");
+        await changed(client, "enter-mixed-transition");
         flipped();
         await assert.rejects(tx, (e: { code?: string }) => e.code === "40001");
       } finally {

@@ -283,23 +283,33 @@ Deno.test("fail callback: terminal by default; retryable: true retries and the n
 });
 
 Deno.test("heartbeat keeps a parked job alive past its original callback timeout", async () => {
+  // The function's heartbeat runs after it answered 202; the test waits for the heartbeat's own answer
+  // before it looks past the original deadline (on a loaded machine it could land after that check). A
+  // failed heartbeat settles the status too (-1), so the test fails instead of waiting.
+  let heartbeatStatus = 0;
   await withHttpWorker({
-    config: { callbackTimeout: 1_500 },
+    config: { callbackTimeout: 3_000 },
     fn: (r, env) => {
       later(async () => {
-        await env.until(r.body.job_id, "waiting_external");
-        const hb = await env.callBack(r, r.body.heartbeat_url, { timeout_seconds: 30 });
-        assert.equal(hb.status, 200);
+        try {
+          await env.until(r.body.job_id, "waiting_external");
+          heartbeatStatus = (await env.callBack(r, r.body.heartbeat_url, { timeout_seconds: 30 })).status;
+        } catch (e) {
+          heartbeatStatus = -1;
+          throw e;
+        }
       });
       return new Response(null, { status: 202 });
     },
   }, async ({ client, until, received, callBack }) => {
     const job = await client.enqueue("fn", {}, { maxAttempts: 1 });
     await until(job.id, "waiting_external");
-    // Past the original 1.5 s deadline (plus several 50 ms rounds of the leader expiring callbacks).
+    await waitFor(() => heartbeatStatus !== 0, 10_000);
+    assert.equal(heartbeatStatus, 200, "the heartbeat was accepted");
+    // Past the original 3 s deadline (plus several 50 ms rounds of the leader expiring callbacks).
     const cb = (await client.getCallback(received[0].body.callback_id))!;
-    const originalDeadline = cb.createdAt.getTime() + 1_500;
-    await waitFor(() => Date.now() > originalDeadline + 400, 5_000);
+    const originalDeadline = cb.createdAt.getTime() + 3_000;
+    await waitFor(() => Date.now() > originalDeadline + 400, 10_000);
     const parked = (await client.getJob(job.id))!;
     assert.equal(parked.state, "waiting_external", "still waiting thanks to the heartbeat");
     assert.ok(parked.callbackTimeoutAt!.getTime() > Date.now() + 20_000);

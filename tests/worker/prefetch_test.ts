@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import type { Client } from "../../src/client/client.ts";
 import type { Job } from "../../src/types.ts";
-import { countJobs, testClient, waitFor } from "../helpers/db.ts";
+import { countJobs, DATABASE_URL, testClient, waitFor } from "../helpers/db.ts";
 import { spawnWorker } from "../helpers/process.ts";
 import { startWorker } from "../helpers/worker.ts";
 
@@ -138,7 +138,17 @@ for (const how of ["shutdown", "pause"] as const) {
 Deno.test("prefetch: kill -9 with a full buffer: every job that had not started runs elsewhere, even on its last attempt", async () => {
   const { client, drop, schema } = await testClient();
   await client.sql.unsafe(`create table "${schema}".effects (job_id bigint not null, pid int not null)`);
-  const a = spawnWorker(schema, { MAX_WORKERS: "1", PREFETCH: "50", SLOW_MS: "400", RESCUE_MS: "1000" });
+  // The killed worker's sessions carry a name of their own: a statement it sent just before it died can
+  // still commit in its backend, so the test reads what started only once those sessions have ended.
+  const tag = `pk-${schema}`.slice(0, 63);
+  const taggedUrl = `${DATABASE_URL}${DATABASE_URL.includes("?") ? "&" : "?"}application_name=${tag}`;
+  const a = spawnWorker(schema, {
+    DATABASE_URL: taggedUrl,
+    MAX_WORKERS: "1",
+    PREFETCH: "50",
+    SLOW_MS: "400",
+    RESCUE_MS: "1000",
+  });
   let b: ReturnType<typeof spawnWorker> | undefined;
   try {
     await a.waitLine(/^started /);
@@ -147,7 +157,20 @@ Deno.test("prefetch: kill -9 with a full buffer: every job that had not started 
     );
     await waitFor(async () => (await countJobs(client, "state = 'running'")) === 40, 10_000, "all 40 held");
     await sleep(500); // one or two have started
+    assert.ok(
+      (await client.sql.unsafe(`select 1 from pg_stat_activity where application_name = $1`, [tag])).length >
+        0,
+      "the worker's sessions carry the tag",
+    );
     await a.kill("SIGKILL");
+    await waitFor(
+      async () =>
+        (await client.sql.unsafe(`select 1 from pg_stat_activity where application_name = $1`, [tag]))
+          .length ===
+          0,
+      10_000,
+      "the killed worker's sessions to end",
+    );
     // Started, as svc records it: a start record (attempted_at) committed before the handler ran. Every
     // handler that left an effect had one; a start may also be recorded for a handler the kill cut short.
     const startedBeforeKill = new Set(
