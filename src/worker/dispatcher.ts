@@ -14,16 +14,17 @@
  * than there are slots, nor hold more than `prefetch`. A claim tells the engine how many of its jobs start
  * at once (`free`); the others come back marked `prefetched`.
  *
- * Prefetch (`prefetch`, default 0): a queue may also hold up to `prefetch` claimed jobs that have not
- * started, so that one claim carries many jobs. A prefetched job is `running` with its run lease and is
- * heartbeated; when a slot frees, its start is recorded (one batched statement for every queue's starts,
- * with the completions beside it) and its handler runs only after that write committed. While jobs are
- * held, the loop claims nothing into slots (the buffer fills them) and refills the buffer once it is half
- * empty. A prefetched job that waited `prefetchTtl` (default 10 s) goes back to `available` without
- * consuming its attempt, and so do all of them when shutdown begins and when the queue is found paused
- * (looked up when woken, else every four poll intervals while jobs are held). After a crash, the leader
- * gives back the ones that never started (docs/reference/configuration.md, "Queues"; docs/guide/
- * operations.md, "Prefetch").
+ * Prefetch (`prefetch`, default 0): a queue may also hold up to `prefetch` claimed jobs that have not started,
+ * so that one claim carries many jobs. A prefetched job is `running` with its run lease and is heartbeated;
+ * when a slot frees, its start is recorded (one batched statement for every queue's starts, with the
+ * completions beside it) and its handler runs only after that write committed. While jobs are held, the loop
+ * claims nothing into slots (the buffer fills them) and refills the buffer once it is half empty; after a
+ * refill that came back short, the next one waits for a NOTIFY or the poll interval (freed slots still take
+ * held jobs). A prefetched job that waited `prefetchTtl` (default 10 s) goes back to `available` without
+ * consuming its attempt, and so do all of them when shutdown begins and when the queue is found paused (looked
+ * up when a NOTIFY wakes the loop or a claim comes back empty, else every four poll intervals while jobs are
+ * held; a freed slot does not look it up). After a crash, the leader gives back the ones that never started
+ * (docs/reference/configuration.md, "Queues"; docs/guide/operations.md, "Prefetch").
  *
  * Yield. When a claim would fill only part of a share while attempts are still running (and nothing is
  * asked for the buffer), the loop first waits one macrotask, once: every attempt that settles in this
@@ -103,6 +104,8 @@ export class Dispatcher {
   /** Prefetched jobs that could not be given back yet (the database was away). */
   private toGiveBack: AttemptRef[] = [];
   private lastPauseCheck = 0;
+  /** After a refill claim came back short, no refill before this time unless a NOTIFY wakes the loop. */
+  private refillAfter = 0;
   /** Starts being recorded (stop waits for them: their handlers run). */
   private readonly starting = new Set<Promise<void>>();
 
@@ -155,9 +158,22 @@ export class Dispatcher {
     }
   }
 
-  /** A job of this queue may be available (NOTIFY), the queue was paused, or a slot was freed. */
+  /**
+   * A job of this queue may be available, or the queue was paused (both come as a NOTIFY on the queue's
+   * channel): with jobs held, the loop looks up whether the queue is paused before it feeds them.
+   */
   wake(): void {
     this.lastPauseCheck = 0;
+    this.refillAfter = 0;
+    this.slotFreed();
+  }
+
+  /**
+   * A slot was freed: the loop feeds it from the buffer or claims. No pause lookup for this: a lookup per
+   * freed slot was a round trip before every start batch (a pause is seen by its NOTIFY, by an empty
+   * claim, or within four poll intervals).
+   */
+  private slotFreed(): void {
     this.wakeups.forEach((w) => w.notify());
   }
 
@@ -201,7 +217,7 @@ export class Dispatcher {
     const f = execute(job, this.deps, () => {
       this.running--;
       this.inFlight.delete(job.id);
-      if (this.backlog || this.buffer.length) this.wake();
+      if (this.backlog || this.buffer.length) this.slotFreed();
     });
     this.inFlight.set(job.id, f);
   }
@@ -222,7 +238,7 @@ export class Dispatcher {
             return;
           }
           this.running--; // no longer ours (cancelled, rescued): dropped
-          this.wake();
+          this.slotFreed();
         },
         (e) => {
           // The start could not be written: the job waits in the buffer again (given back at shutdown).
@@ -274,7 +290,9 @@ export class Dispatcher {
       // Slots the buffer cannot fill are claimed into; the buffer is refilled once it is half empty.
       const intoSlots = this.buffer.length === 0 ? Math.min(Math.max(free, 0), this.share) : 0;
       const held = this.buffer.length + this.reservedAhead;
-      const ahead = this.prefetch > 0 && held <= this.prefetch / 2 ? this.prefetch - held : 0;
+      const ahead = this.prefetch > 0 && held <= this.prefetch / 2 && Date.now() >= this.refillAfter
+        ? this.prefetch - held
+        : 0;
       if (intoSlots + ahead <= 0) {
         await wakeup.wait(Math.min(this.pollInterval, untilExpiry));
         continue;
@@ -313,6 +331,9 @@ export class Dispatcher {
         this.reservedAhead -= ahead;
       }
       this.backlog = claimed.length >= limit;
+      // A short refill: the queue had fewer jobs than asked. Freed slots take held jobs, but the next
+      // refill waits for a NOTIFY or the poll interval instead of a claim per freed slot.
+      if (ahead > 0 || this.backlog) this.refillAfter = this.backlog ? 0 : Date.now() + this.pollInterval;
       const now = Date.now();
       for (const job of claimed) {
         this.deps.jobMetrics(job).claimed.inc();

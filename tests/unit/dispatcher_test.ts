@@ -257,6 +257,33 @@ Deno.test("dispatcher: with jobs held and none left to claim, the loop waits ins
   });
 });
 
+Deno.test("dispatcher: freed slots take held jobs without a pause lookup each; a short refill waits", async () => {
+  // 400 instant jobs, 10 slots, 100 held ahead, a poll interval longer than the test: every start batch
+  // comes from the buffer. A pause lookup per freed slot (a round trip before each start batch) was the
+  // drain's largest cost; a NOTIFY or an empty claim still looks it up.
+  const engine = new FakeEngine();
+  engine.add(400);
+  const rt = fakeRuntime(engine, { k: () => undefined }, { pollInterval: 60_000 });
+  const d = rt.dispatcher("q", { maxWorkers: 10, prefetch: 100 });
+  d.start();
+  try {
+    await until(() => engine.inState("completed").length === 400, "every job completed");
+    const lookups = engine.callsOf("queuePaused").length;
+    assert.ok(lookups <= 2, `pause lookups: ${lookups} (one per start batch was 40 here)`);
+    const claims = engine.callsOf("claim").length;
+    assert.ok(claims <= 12, `claims: ${claims} (a refill takes about 50 jobs)`);
+    // The queue is empty now: freed slots do not claim again; the next claim waits for a NOTIFY.
+    const after = engine.callsOf("claim").length;
+    await tick(100);
+    assert.equal(engine.callsOf("claim").length, after, "no claim without a NOTIFY");
+    engine.add(5);
+    d.wake(); // as the enqueue's NOTIFY does
+    await until(() => engine.inState("completed").length === 405, "the new jobs completed");
+  } finally {
+    await d.stop();
+  }
+});
+
 Deno.test("dispatcher: a failed claim is logged and retried", async () => {
   const engine = new FakeEngine();
   engine.add(2);
