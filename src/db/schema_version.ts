@@ -10,6 +10,7 @@ export const MIGRATIONS: readonly { version: number; file: string }[] = [
   { version: 4, file: "0004_queue_storage.sql" },
   { version: 5, file: "0005_samples.sql" },
   { version: 6, file: "0006_enqueue.sql" },
+  { version: 7, file: "0007_ring_slot_writes.sql" },
 ];
 
 /** The schema version this binary needs (workers run on any schema at or above it). */

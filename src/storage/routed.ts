@@ -180,8 +180,11 @@ export class RoutedEngine implements StorageEngine {
   ): Promise<R[]> {
     const groups = new Map<StorageEngine, T[]>();
     for (const it of items) {
-      const e = await this.ownerOf(it);
-      groups.set(e, [...(groups.get(e) ?? []), it]);
+      // The owner map answers on the hot path; only an attempt it does not know costs an await.
+      const e = this.owners.get(`${it.id}:${it.lease}`) ?? await this.ownerOf(it);
+      const group = groups.get(e);
+      if (group) group.push(it);
+      else groups.set(e, [it]);
     }
     const out: R[] = [];
     for (const [e, xs] of groups) out.push(...await f(e, xs));
