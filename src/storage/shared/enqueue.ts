@@ -29,15 +29,7 @@ export function enqueueJson(jobs: NewJob[]): string {
  */
 export async function enqueueJobs(db: Db, n: SchemaNames, jobs: NewJob[]): Promise<Job[]> {
   if (jobs.length === 0) return [];
-  // The two times come as epoch milliseconds: a float8 is cheaper to send and read than a timestamptz's text,
-  // which the driver parses into a Date that `newJob` would copy again.
-  const rows = await db.query(
-    `select ord, id, state, unique_key, duplicate, existing,
-            floor(extract(epoch from run_at) * 1000)::float8 as run_ms,
-            floor(extract(epoch from created_at) * 1000)::float8 as created_ms
-       from ${n.q}.enqueue_jobs($1::text::jsonb)`,
-    [enqueueJson(jobs)],
-  );
+  const rows = await db.query(`select * from ${n.q}.enqueue_jobs($1::text::jsonb)`, [enqueueJson(jobs)]);
   rows.sort((a, b) => a.ord - b.ord);
   return rows.map((
     r,
@@ -45,7 +37,7 @@ export async function enqueueJobs(db: Db, n: SchemaNames, jobs: NewJob[]): Promi
   ) => (r.duplicate ? { ...jobFromJson(r.existing), duplicate: true } : newJob(jobs[i], r)));
 }
 
-/** The Job of a row just inserted, from its input and the columns the database decided (times in epoch ms). */
+/** The Job of a row just inserted, from its input and the columns the database decided. */
 export function newJob(j: NewJob, r: Row): Job {
   return {
     id: Number(r.id),
@@ -57,8 +49,8 @@ export function newJob(j: NewJob, r: Row): Job {
     attempt: 0,
     maxAttempts: j.maxAttempts,
     effectiveMaxAttempts: null,
-    runAt: new Date(r.run_ms),
-    createdAt: new Date(r.created_ms),
+    runAt: new Date(r.run_at),
+    createdAt: new Date(r.created_at),
     attemptedAt: null,
     finalizedAt: null,
     heartbeatAt: null,
