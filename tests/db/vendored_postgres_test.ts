@@ -8,13 +8,17 @@ import { EventEmitter } from "node:events";
 import { Buffer } from "node:buffer";
 import postgres from "../../src/vendor/postgres/index.js";
 
-/** Enough of a net.Socket for the driver: it records writes and never answers. */
+/** Enough of a net.Socket for the driver: it records writes and answers only through `onWrite`. */
 class FakeSocket extends EventEmitter {
   readyState = "open";
   writes = 0;
+  constructor(private readonly onWrite: (s: FakeSocket) => void = () => {}) {
+    super();
+  }
   write(_chunk: unknown, cb?: () => void): boolean {
     this.writes++;
     cb?.();
+    this.onWrite(this);
     return true;
   }
   end(): void {
@@ -28,22 +32,26 @@ class FakeSocket extends EventEmitter {
   connect(): void {}
 }
 
-Deno.test("vendored postgres.js: a reset reported after the socket closed is not an error nobody handles", async () => {
-  const made: FakeSocket[] = [];
-  // `socket` is an option of the driver that its published types leave out.
-  const sql = postgres(
+/** The vendored driver on sockets of our own (`made` collects them); `socket` is an option its types leave out. */
+function driverOn(made: FakeSocket[], onWrite?: (s: FakeSocket) => void) {
+  return postgres(
     "postgres://u@127.0.0.1:1/db",
     {
       max: 1,
       connect_timeout: 5,
       onnotice: () => {},
       socket: () => {
-        const s = new FakeSocket();
+        const s = new FakeSocket(onWrite);
         made.push(s);
         return s;
       },
     } as Parameters<typeof postgres>[1],
   );
+}
+
+Deno.test("vendored postgres.js: a reset reported after the socket closed is not an error nobody handles", async () => {
+  const made: FakeSocket[] = [];
+  const sql = driverOn(made);
   // A query makes the driver open its connection on our socket; it stays unanswered.
   const q = sql`select 1`.catch((e: Error) => e);
   try {
@@ -71,35 +79,19 @@ Deno.test("vendored postgres.js: a connection reset while it fetches array types
     unhandled.push(e.reason);
   };
   globalThis.addEventListener("unhandledrejection", onUnhandled);
-  const sql = postgres(
-    "postgres://u@127.0.0.1:1/db",
-    {
-      max: 1,
-      connect_timeout: 5,
-      onnotice: () => {},
-      socket: () => {
-        const s = new FakeSocket();
-        s.write = (_chunk: unknown, cb?: () => void) => {
-          s.writes++;
-          cb?.();
-          if (s.writes === 1) {
-            // AuthenticationOk, then ReadyForQuery (idle).
-            const login = new Uint8Array([82, 0, 0, 0, 8, 0, 0, 0, 0, 90, 0, 0, 0, 5, 73]);
-            setTimeout(() => s.emit("data", Buffer.from(login)), 0);
-          } else if (s.writes === 2) {
-            const reset = Object.assign(new Error("read ECONNRESET"), { code: "ECONNRESET" });
-            setTimeout(() => {
-              s.emit("error", reset);
-              s.emit("close", true);
-            }, 0);
-          }
-          return true;
-        };
-        made.push(s);
-        return s;
-      },
-    } as Parameters<typeof postgres>[1],
-  );
+  const sql = driverOn(made, (s) => {
+    if (s.writes === 1) {
+      // AuthenticationOk, then ReadyForQuery (idle).
+      const login = new Uint8Array([82, 0, 0, 0, 8, 0, 0, 0, 0, 90, 0, 0, 0, 5, 73]);
+      setTimeout(() => s.emit("data", Buffer.from(login)), 0);
+    } else if (s.writes === 2) {
+      const reset = Object.assign(new Error("read ECONNRESET"), { code: "ECONNRESET" });
+      setTimeout(() => {
+        s.emit("error", reset);
+        s.emit("close", true);
+      }, 0);
+    }
+  });
   try {
     const outcome = await sql`select 1`.then(() => "answered", (e: Error) => e);
     assert.ok(outcome instanceof Error, "the query fails with its connection");

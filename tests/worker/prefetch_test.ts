@@ -157,20 +157,11 @@ Deno.test("prefetch: kill -9 with a full buffer: every job that had not started 
     );
     await waitFor(async () => (await countJobs(client, "state = 'running'")) === 40, 10_000, "all 40 held");
     await sleep(500); // one or two have started
-    assert.ok(
-      (await client.sql.unsafe(`select 1 from pg_stat_activity where application_name = $1`, [tag])).length >
-        0,
-      "the worker's sessions carry the tag",
-    );
+    const sessions = async () =>
+      (await client.sql.unsafe(`select 1 from pg_stat_activity where application_name = $1`, [tag])).length;
+    assert.ok(await sessions() > 0, "the worker's sessions carry the tag");
     await a.kill("SIGKILL");
-    await waitFor(
-      async () =>
-        (await client.sql.unsafe(`select 1 from pg_stat_activity where application_name = $1`, [tag]))
-          .length ===
-          0,
-      10_000,
-      "the killed worker's sessions to end",
-    );
+    await waitFor(async () => await sessions() === 0, 10_000, "the killed worker's sessions to end");
     // Started, as svc records it: a start record (attempted_at) committed before the handler ran. Every
     // handler that left an effect had one; a start may also be recorded for a handler the kill cut short.
     const startedBeforeKill = new Set(
