@@ -5,7 +5,13 @@
  * @module
  */
 import { Command, CommanderError } from "npm:commander@14.0.3";
-import { CliError, connectTimeoutOption, dbOptions, toCliError } from "./src/cli/common.ts";
+import {
+  CliError,
+  connectTimeoutOption,
+  dbOptions,
+  statementTimeoutOption,
+  toCliError,
+} from "./src/cli/common.ts";
 import { migrateCommand } from "./src/cli/migrate.ts";
 import { serveCommand } from "./src/cli/serve.ts";
 import { callbacksCommand } from "./src/cli/callbacks.ts";
@@ -20,13 +26,13 @@ import denoJson from "./deno.json" with { type: "json" };
 
 /** Builds the `svc` program (exported for tests and embedding). */
 export function buildProgram(): Command {
-  const program = connectTimeoutOption(
+  const program = statementTimeoutOption(connectTimeoutOption(
     dbOptions(
       new Command("svc")
         .description("svc: a PostgreSQL job queue — operator CLI")
         .version(denoJson.version),
     ),
-  )
+  ))
     .showHelpAfterError("(run with --help for usage)")
     .exitOverride();
   program.addCommand(migrateCommand());

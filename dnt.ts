@@ -9,7 +9,7 @@
  * What it makes (ESM only, declarations, an exports map like deno.json's, a bin, Node
  * >= 20.19, the embedded PostgreSQL an optional dependency):
  *
- * - `esm/`: the JavaScript, bundled by esbuild (pinned in deno.json) from the entry points of
+ * - `esm/`: the JavaScript, bundled by esbuild (pinned in deno.contrib.json) from the entry points of
  *   deno.json's `exports`, with the code they share in chunks. `npm:` specifiers become the package
  *   names (the version pinned in deno.json, checked here), `node:` modules stay, and
  *   `src/runtime/runtime.ts` is replaced by `src/runtime/runtime_node.ts` (the only module that differs).
@@ -350,10 +350,15 @@ import { main } from "../esm/cli.js";
 process.exit(await main(process.argv.slice(2)));
 `;
 
-/** Builds the package into `out` (emptied first); returns its package.json. */
+/**
+ * Builds the package into `out` (emptied first); returns its package.json. `declarations: false` leaves
+ * out `types/` (the TypeScript compiler's step, most of the time): for builds that only run the
+ * JavaScript, such as the single executable of `deno task sea` (tools/sea.ts).
+ */
 export async function buildNpm(
   out: string,
   log: (line: string) => void = () => {},
+  opts: { declarations?: boolean } = {},
 ): Promise<Record<string, unknown>> {
   const cfg: DenoJson = JSON.parse(await Deno.readTextFile(path.join(ROOT, "deno.json")));
   if (!entries(cfg).some((e) => e.name === "cli")) throw new BuildError("deno.json exports no cli.ts");
@@ -373,9 +378,11 @@ export async function buildNpm(
     await Deno.chmod(file, 0o644);
   }
   log(`esm/: bundled ${entries(cfg).map((e) => path.relative(ROOT, e.file)).join(", ")} (${secs(t0)})`);
-  t0 = performance.now();
-  await declarations(cfg, out, deps);
-  log(`types/: declarations by TypeScript ${TYPESCRIPT} (${secs(t0)})`);
+  if (opts.declarations ?? true) {
+    t0 = performance.now();
+    await declarations(cfg, out, deps);
+    log(`types/: declarations by TypeScript ${TYPESCRIPT} (${secs(t0)})`);
+  }
   await Deno.mkdir(path.join(out, "bin"));
   await Deno.writeTextFile(path.join(out, "bin/svc.js"), BIN, { mode: 0o755 });
   const pkg = packageJson(cfg, deps);

@@ -14,6 +14,7 @@ import {
   enableWalInspect,
   harnessSql,
   lsnDiff,
+  tupleWrites,
   waitForBackendsGone,
   walBytesForDatabase,
 } from "./lib.ts";
@@ -136,6 +137,7 @@ export async function runChild(
         const poolSize = poolSizeFor(c);
         await s.setup(db.url, { poolSize, retentionZero: ret0 });
         if (!ret0) result.configs.push(s.describe(c, poolSize));
+        const tw0 = await tupleWrites(sql);
         const lsn0 = await currentLsn(sql);
         await s.enqueueBatch(counts.drain, counts.batchSize); // untimed here
         const r = await s.drain(counts.drain, c);
@@ -143,6 +145,10 @@ export async function runChild(
         await s.teardown();
         await waitForBackendsGone(sql, db.name);
         const dead = await deadTuples(sql, s.schemas);
+        // Every table of the database, enqueue through the drain and the system's own upkeep (its set-up
+        // is before tw0, its teardown's statements after the workers stopped).
+        const tw = (await tupleWrites(sql) - tw0) / counts.drain;
+        result.metrics[`tw_${key}`] = tw;
         const walAll = await lsnDiff(sql, lsn1, lsn0);
         const walDb = await walBytesForDatabase(sql, lsn0, lsn1);
         result.metrics[`drain_${key}`] = r.jobsPerSec;
@@ -154,9 +160,9 @@ export async function runChild(
         result.details[`drain_${key}`] = { ...r, deadByTable: dead.tables, liveTuples: dead.live };
         log(
           `drain ${key}: ${fmtRate(r.jobsPerSec)} jobs/s (startup ${r.startupMs.toFixed(0)} ms, ` +
-            `settle ${r.settleMs.toFixed(0)} ms), dead tuples ${dead.dead}, WAL ${
-              (walAll / counts.drain).toFixed(0)
-            } ` +
+            `settle ${r.settleMs.toFixed(0)} ms), tuple writes/job ${
+              tw.toFixed(2)
+            }, dead tuples ${dead.dead}, WAL ${(walAll / counts.drain).toFixed(0)} ` +
             `B/job (this db ${
               walDb === null ? "n/a" : (walDb / counts.drain).toFixed(0)
             }), CPU-s per 1,000 jobs ` +

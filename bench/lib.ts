@@ -164,6 +164,24 @@ export async function deadTuples(
   throw new Error("pg_stat_user_tables did not settle");
 }
 
+/**
+ * Tuple writes (inserts + updates + deletes) over every table of the connection's database, catalogs and
+ * TOAST included (pg_stat_all_tables), once the statistics are current (read until two reads agree).
+ */
+export async function tupleWrites(sql: Sql): Promise<number> {
+  let last = -1;
+  for (let i = 0; i < 20; i++) {
+    await sql`select pg_stat_force_next_flush()`;
+    await sql`select pg_stat_clear_snapshot()`;
+    const [{ w }] = await sql<{ w: number }[]>`
+      select coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del), 0)::float8 as w from pg_stat_all_tables`;
+    if (Number(w) === last) return last;
+    last = Number(w);
+    await sleep(150);
+  }
+  throw new Error("pg_stat_all_tables did not settle");
+}
+
 export async function currentLsn(sql: Sql): Promise<string> {
   const [{ lsn }] = await sql`select pg_current_wal_lsn()::text as lsn`;
   return lsn;
@@ -229,11 +247,11 @@ export async function machineFacts(): Promise<Record<string, string>> {
   facts["deno"] = `${Deno.version.deno} (V8 ${Deno.version.v8})`;
   facts["load average at start (1/5/15 min)"] = await loadAverage();
   const head = await cmd(["git", "rev-parse", "--short", "HEAD"]).catch(() => "unknown");
-  const dirty = await cmd(["git", "status", "--porcelain", "--", "mod.ts", "src", "migrations"])
+  const dirty = await cmd(["git", "status", "--porcelain", "--", "mod.ts", "src", "migrations", "sql"])
     .then((t) => t.split("\n").filter(Boolean).length).catch(() => 0);
   facts["svc code"] = `commit ${head}` +
     (dirty
-      ? ` plus ${dirty} uncommitted change(s) under mod.ts/src/migrations (the working tree is what ran)`
+      ? ` plus ${dirty} uncommitted change(s) under mod.ts/src/migrations/sql (the working tree is what ran)`
       : "");
   facts["node on PATH"] = await cmd(["node", "--version"]).catch(() => "none");
   const sql = harnessSql(ADMIN_URL);

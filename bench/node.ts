@@ -10,7 +10,7 @@ import { existsSync } from "node:fs";
 import { builtinModules } from "node:module";
 
 /**
- * Pinned like the versions in deno.json's imports: the peers, and svc's own dependencies (svc's `npm:`
+ * Pinned like the versions in deno.contrib.json's imports: the peers, and svc's own dependencies (svc's `npm:`
  * imports are bundled as bare names; its vendored postgres.js is bundled in).
  */
 const PACKAGES = [

@@ -44,6 +44,8 @@ const args = parseArgs(Deno.args);
 const quick = args.quick === true;
 const counts = COUNTS[quick ? "quick" : "full"];
 const repoRoot = new URL("..", import.meta.url);
+/** The configuration that maps the compared systems' packages (pg-boss, graphile-worker) and esbuild. */
+const CONTRIB_CONFIG = new URL("../deno.contrib.json", import.meta.url).pathname;
 
 if (args.soak !== undefined) {
   // `--soak [MINUTES]`: the held-xmin soak (bench/soak.ts) instead of the comparison.
@@ -126,7 +128,9 @@ async function main(): Promise<void> {
       const out = new URL(`result-${Deno.pid}-${sys.replace(/[^a-z0-9_]/g, "_")}-${run}.json`, tmp);
       const onNode = parseSystem(sys).node;
       const childArgs = [
-        ...(onNode ? [node!.script] : ["run", "-A", new URL("./run.ts", import.meta.url).pathname]),
+        ...(onNode
+          ? [node!.script]
+          : ["run", "-A", "--config", CONTRIB_CONFIG, new URL("./run.ts", import.meta.url).pathname]),
         "--child",
         sys,
         "--run",
@@ -197,7 +201,7 @@ async function dropChildDatabases(pid: number): Promise<void> {
 interface Row {
   label: string;
   key: string;
-  unit: "rate" | "ms" | "count" | "bytes" | "cpu";
+  unit: "rate" | "ms" | "count" | "bytes" | "cpu" | "per job";
   better: "higher" | "lower";
   /** svc-only rows. */
   svcOnly?: boolean;
@@ -259,6 +263,14 @@ function rows(): Row[] {
       svcOnly: true,
     },
   );
+  for (const c of counts.concurrencies) {
+    r.push({
+      label: `5. tuple writes per job, enqueue+drain+upkeep (concurrency ${c}), every table of the database`,
+      key: `tw_c${c}`,
+      unit: "per job",
+      better: "lower",
+    });
+  }
   for (const c of counts.concurrencies) {
     r.push({
       label: `5. dead tuples after drain (concurrency ${c})`,
@@ -447,6 +459,27 @@ function renderReport(
       `- Tuned svc (prefetch 500)${pre.where} ≥ 1.0× tuned graphile-worker${gw.where}, drain at concurrency ${c}: ` +
         `${q === null ? "—" : q.toFixed(2) + "×"}, ${verdict(q === null ? null : q >= 1)}`,
     );
+  }
+  // Queue storage's second design (ADR 016): rows per batch.
+  for (const c of counts.concurrencies) {
+    for (const [sys, cap] of [["svc_prefetch", 1.5], ["svc", 2.0]] as const) {
+      const tw = best(sys, byKey(`tw_c${c}`));
+      targets.push(
+        `- Tuple writes per job of ${label(sys)}${tw.where} ≤ ${cap}, concurrency ${c}: ${
+          tw.s ? tw.s.median.toFixed(2) : "—"
+        }, ${verdict(tw.s ? tw.s.median <= cap : null)}`,
+      );
+    }
+    for (const sys of ["svc", "svc_prefetch"]) {
+      const mine = best(sys, byKey(`drain_c${c}`));
+      const canon = best("svc_canonical", byKey(`drain_c${c}`));
+      const q = mine.s && canon.s ? mine.s.median / canon.s.median : null;
+      targets.push(
+        `- ${label(sys)}${mine.where} ≥ svc (canonical)${canon.where}, drain at concurrency ${c}: ${
+          q === null ? "—" : q.toFixed(2) + "×"
+        }, ${verdict(q === null ? null : q >= 1)}`,
+      );
+    }
   }
   for (const c of counts.concurrencies) {
     const svc = get("svc:defaults", `win_c${c}`);

@@ -1,18 +1,20 @@
 /**
- * The held-xmin soak: a steady stream of no-op jobs (default 800 jobs/s) through one svc worker, on each
- * storage engine in turn, in three phases of equal length:
- *   1. nothing else runs;
- *   2. one session holds an idle REPEATABLE READ transaction that has read only a table outside the job
- *      storage (its snapshot still holds back the xmin horizon of the whole database);
- *   3. one session holds an idle REPEATABLE READ transaction that has read the job storage itself
- *      (canonical: the jobs table; queue storage: the ready table, which also keeps the ring's partitions
- *      from being locked for TRUNCATE).
- * Every 10 s it records dead tuples per table (pg_class apart), the backlog, the p99 of the claim
- * statements, prune outcomes and throughput. It runs on a throw-away cluster it starts itself, with
+ * The held-xmin soak, on each storage engine in turn: one producer keeps a backlog of no-op jobs (the
+ * workers run at saturation, not at a rate any engine keeps up with) and one svc worker drains it, for
+ * `--minutes` per engine in three windows:
+ *   before (the first 20 %): nothing else runs;
+ *   held (20 % to 80 %, minutes 2 to 8 of 10): one session holds an idle REPEATABLE READ transaction that
+ *     has read the job storage (canonical: the jobs table; queue storage: the ring's ready table, which
+ *     also keeps its partitions from being truncated), so its snapshot holds back the xmin horizon;
+ *   after (the last 20 %): the transaction has ended.
+ * Queue storage rotates every 30 s (the completed retention is 60 s, so the retention does not lengthen
+ * the rotation): a dozen prunes fall in a 6-minute held window, and their outcomes are counted. Every 10 s
+ * it records completions per second, dead tuples of the job storage's tables (pg_class apart), the
+ * backlog and the p99 of the claim statements. It runs on a throw-away cluster it starts itself, with
  * autovacuum on as in production (the shared development server has it off).
  *
  *   deno task bench --soak 10          10 minutes per engine (the default)
- *   deno run -A bench/soak.ts --minutes 2 --rate 800 --engines queue_storage,canonical --out FILE
+ *   deno run -A bench/soak.ts --minutes 2 --engines queue_storage,canonical --out FILE
  */
 import postgres from "postgres";
 import { startCluster } from "../tests/helpers/pg_cluster.ts";
@@ -21,7 +23,8 @@ import type { RingReport } from "../src/storage/engine.ts";
 
 interface Args {
   minutes: number;
-  rate: number;
+  /** The backlog the producer keeps (available jobs it enqueued that are not yet done). */
+  backlog: number;
   engines: ("queue_storage" | "canonical")[];
   out?: string;
 }
@@ -33,7 +36,7 @@ function parse(argv: string[]): Args {
   };
   return {
     minutes: Number(get("minutes") ?? get("soak") ?? 10),
-    rate: Number(get("rate") ?? 800),
+    backlog: Number(get("backlog") ?? 5_000),
     engines: (get("engines") ?? "queue_storage,canonical").split(",") as Args["engines"],
     out: get("out"),
   };
@@ -41,7 +44,7 @@ function parse(argv: string[]): Args {
 
 interface Sample {
   engine: string;
-  phase: string;
+  phase: Phase;
   t: number;
   processed: number;
   rate: number;
@@ -53,11 +56,13 @@ interface Sample {
   prunes: Record<string, number>;
 }
 
-const PHASES = [
-  "no long transaction",
-  "idle transaction, read another table",
-  "idle transaction, read job storage",
-];
+type Phase = "before" | "held" | "after";
+/** The held window: from 20 % to 80 % of an engine's run. */
+const HELD_FROM = 0.2;
+const HELD_TO = 0.8;
+/** Queue storage's rotation in the soak, and the completed retention that keeps it at that. */
+const ROTATION_MS = 30_000;
+const COMPLETED_RETENTION_MS = 60_000;
 
 function p99(xs: number[]): number {
   if (xs.length === 0) return 0;
@@ -74,7 +79,7 @@ async function soakEngine(
   const admin = postgres(url, { max: 2, onnotice: () => {} });
   const client = createClient({ databaseUrl: url, maxConnections: 12 });
   await client.sql.unsafe(`drop schema if exists svc_qs cascade; drop schema if exists svc cascade`);
-  await client.migrate({ engine, qsRotationIntervalMs: 30_000 });
+  await client.migrate({ engine, qsRotationIntervalMs: ROTATION_MS });
   const claimMs: number[] = [];
   const prunes: Record<string, number> = {};
   // Measure the engine's claim and ring upkeep where the worker calls them.
@@ -98,6 +103,7 @@ async function soakEngine(
   const worker = createWorker({
     client,
     queues: { default: { maxWorkers: 20 } },
+    retention: { completed: COMPLETED_RETENTION_MS },
     handlers: {
       noop: () => {
         processed++;
@@ -106,84 +112,92 @@ async function soakEngine(
     logger: silentLogger,
   });
   await worker.start();
-  const phaseMs = (a.minutes * 60_000) / PHASES.length;
+  const runMs = a.minutes * 60_000;
   const t0 = performance.now();
   const jobTables = engine === "canonical" ? ["svc"] : ["svc", "svc_qs"];
   let stop = false;
+  let produced = 0;
+  // Saturation: top the backlog up in batches of 1,000 whenever it falls below the target.
   const producer = (async () => {
-    const perTick = Math.max(1, Math.round(a.rate / 10));
-    let next = performance.now();
     while (!stop) {
-      await client.enqueueMany(Array.from({ length: perTick }, () => ({ kind: "noop" })));
-      next += 100;
-      const wait = next - performance.now();
-      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+      if (produced - processed < a.backlog) {
+        await client.enqueueMany(Array.from({ length: 1_000 }, () => ({ kind: "noop" })));
+        produced += 1_000;
+      } else {
+        await new Promise((r) => setTimeout(r, 20));
+      }
     }
   })();
   const holder = postgres(url, { max: 1, onnotice: () => {} });
+  let release = () => {};
+  let held: Promise<unknown> | null = null;
+  const holdSnapshot = async () => {
+    const readTable = engine === "canonical" ? "svc.jobs" : "svc_qs.ready";
+    let opened!: () => void;
+    const isOpen = new Promise<void>((r) => opened = r);
+    held = holder.begin("isolation level repeatable read", async (tx) => {
+      await tx.unsafe(`select count(*) from ${readTable}`);
+      opened();
+      await new Promise<void>((r) => release = r);
+    });
+    await isOpen;
+  };
+  const phaseAt = (ms: number): Phase =>
+    ms < runMs * HELD_FROM ? "before" : ms < runMs * HELD_TO ? "held" : "after";
   try {
-    for (const [i, phase] of PHASES.entries()) {
-      let release = () => {};
-      let held: Promise<unknown> = Promise.resolve();
-      if (i > 0) {
-        const readTable = i === 1 ? "svc.queues" : engine === "canonical" ? "svc.jobs" : "svc_qs.ready";
-        let opened!: () => void;
-        const isOpen = new Promise<void>((r) => opened = r);
-        held = holder.begin("isolation level repeatable read", async (tx) => {
-          await tx.unsafe(`select count(*) from ${readTable}`);
-          opened();
-          await new Promise<void>((r) => release = r);
-        });
-        await isOpen;
+    let last = 0;
+    while (last < runMs) {
+      const before = processed;
+      const intervalStart = performance.now();
+      claimMs.length = 0;
+      for (const k of Object.keys(prunes)) delete prunes[k];
+      // Sample every 10 s, and at the window's edges so that no interval straddles two windows.
+      const edges = [runMs * HELD_FROM, runMs * HELD_TO, runMs].filter((e) => e > last);
+      const until = Math.min(last + 10_000, edges[0]);
+      await new Promise((r) => setTimeout(r, Math.max(0, t0 + until - performance.now())));
+      const phase = phaseAt(last);
+      last = until;
+      if (phaseAt(last) === "held" && held === null) await holdSnapshot();
+      if (phaseAt(last) === "after" && held !== null) {
+        release();
+        await held;
+        held = Promise.resolve();
       }
-      const phaseEnd = performance.now() + phaseMs;
-      while (performance.now() < phaseEnd) {
-        const before = processed;
-        const intervalStart = performance.now();
-        claimMs.length = 0;
-        for (const k of Object.keys(prunes)) delete prunes[k];
-        await new Promise((r) => setTimeout(r, Math.min(10_000, Math.max(0, phaseEnd - performance.now()))));
-        const stats = await admin.unsafe(
-          `select schemaname || '.' || relname as rel, n_dead_tup::float8 as dead from pg_stat_user_tables
-            where schemaname = any($1)
-           union all select 'pg_catalog.pg_class', n_dead_tup::float8 from pg_stat_sys_tables
-            where schemaname = 'pg_catalog' and relname = 'pg_class'`,
-          [jobTables],
-        );
-        const byTable: Record<string, number> = {};
-        for (const r of stats) if (Number(r.dead) > 0) byTable[r.rel] = Number(r.dead);
-        const [b] = await admin.unsafe(
-          engine === "canonical"
-            ? `select count(*)::float8 as n from svc.jobs where state = 'available'`
-            : `select count(*)::float8 as n from svc_qs.jobs_available`,
-        );
-        const s: Sample = {
-          engine,
-          phase,
-          t: Math.round((performance.now() - t0) / 1000),
-          processed,
-          rate: (processed - before) / ((performance.now() - intervalStart) / 1000),
-          backlog: Number(b.n),
-          claimP99: p99(claimMs),
-          deadJobs: Object.entries(byTable).filter(([k]) => k !== "pg_catalog.pg_class").reduce(
-            (x, [, v]) => x + v,
-            0,
-          ),
-          deadPgClass: byTable["pg_catalog.pg_class"] ?? 0,
-          deadByTable: byTable,
-          prunes: { ...prunes },
-        };
-        out.push(s);
-        console.log(
-          `soak ${engine} [${phase}] t=${s.t}s processed=${s.processed} rate=${s.rate.toFixed(0)}/s ` +
-            `backlog=${s.backlog} claim p99=${s.claimP99.toFixed(1)} ms dead (job tables)=${s.deadJobs} ` +
-            `pg_class dead=${s.deadPgClass} prunes=${JSON.stringify(s.prunes)}`,
-        );
-      }
-      release();
-      await held;
+      const stats = await admin.unsafe(
+        `select schemaname || '.' || relname as rel, n_dead_tup::float8 as dead from pg_stat_user_tables
+          where schemaname = any($1)
+         union all select 'pg_catalog.pg_class', n_dead_tup::float8 from pg_stat_sys_tables
+          where schemaname = 'pg_catalog' and relname = 'pg_class'`,
+        [jobTables],
+      );
+      const byTable: Record<string, number> = {};
+      for (const r of stats) if (Number(r.dead) > 0) byTable[r.rel] = Number(r.dead);
+      const s: Sample = {
+        engine,
+        phase,
+        t: Math.round(last / 1000),
+        processed,
+        rate: (processed - before) / ((performance.now() - intervalStart) / 1000),
+        backlog: produced - processed,
+        claimP99: p99(claimMs),
+        deadJobs: Object.entries(byTable).filter(([k]) => k !== "pg_catalog.pg_class").reduce(
+          (x, [, v]) => x + v,
+          0,
+        ),
+        deadPgClass: byTable["pg_catalog.pg_class"] ?? 0,
+        deadByTable: byTable,
+        prunes: { ...prunes },
+      };
+      out.push(s);
+      console.log(
+        `soak ${engine} [${phase}] t=${s.t}s processed=${s.processed} rate=${s.rate.toFixed(0)}/s ` +
+          `backlog=${s.backlog} claim p99=${s.claimP99.toFixed(1)} ms dead (job tables)=${s.deadJobs} ` +
+          `pg_class dead=${s.deadPgClass} prunes=${JSON.stringify(s.prunes)}`,
+      );
     }
   } finally {
+    release();
+    await held;
     stop = true;
     await producer;
     await worker.shutdown(5_000);
@@ -195,24 +209,57 @@ async function soakEngine(
 
 function report(a: Args, samples: Sample[], server: string): string {
   const lines = [
-    `# Held-xmin soak (${a.minutes} min per engine, ${a.rate} jobs/s offered)`,
+    `# Held-xmin soak (${a.minutes} min per engine, at saturation)`,
     "",
-    `Produced by \`deno task bench --soak ${a.minutes}\` on ${
-      new Date().toISOString()
-    }, on a throw-away ${server} ` +
-    "cluster with autovacuum on (default settings). One worker, maxWorkers 20, no-op handler; producers enqueue " +
-    `${Math.round(a.rate / 10)} jobs every 100 ms. Phases of equal length: ${PHASES.join("; ")}. ` +
-    "Dead tuples are `n_dead_tup` summed over the job storage's tables (pg_class apart), sampled every 10 s; " +
-    "claim p99 over the claim statements of the interval; prune outcomes per ring slot looked at in the interval.",
+    `Produced by \`deno task bench --soak ${a.minutes}\` on ${new Date().toISOString()}, on a throw-away ` +
+    `${server} cluster (default settings otherwise). One worker (maxWorkers 20, no-op handler, ` +
+    `completed retention ${COMPLETED_RETENTION_MS / 1000} s); one producer in the same process keeps about ` +
+    `${a.backlog.toLocaleString("en-US")} jobs waiting (batches of 1,000), so the rate is what the engine ` +
+    `drains. Windows: before (first ${
+      HELD_FROM * 100
+    } %), held (an idle REPEATABLE READ transaction that has ` +
+    `read the job storage holds its snapshot, ${HELD_FROM * 100} % to ${HELD_TO * 100} %), after. Queue ` +
+    `storage rotates every ${ROTATION_MS / 1000} s. Dead tuples are \`n_dead_tup\` summed over the job ` +
+    "storage's tables (pg_class apart), sampled at the end of each interval; claim p99 over the claim " +
+    "statements of the interval; prune outcomes per ring slot looked at in the interval.",
     "",
   ];
   for (const engine of a.engines) {
+    const mine = samples.filter((x) => x.engine === engine);
+    if (!mine.length) continue;
     lines.push(`## ${engine}`, "");
+    const mean = (phase: string) => {
+      const ps = mine.filter((x) => x.phase === phase);
+      return ps.length ? ps.reduce((x, s) => x + s.rate, 0) / ps.length : NaN;
+    };
+    const before = mean("before");
+    const held = mine.filter((x) => x.phase === "held");
+    const heldRate = mean("held");
+    const lastBefore = mine.filter((x) => x.phase === "before").at(-1);
+    const deadStart = lastBefore?.deadJobs ?? 0;
+    const deadEnd = held.at(-1)?.deadJobs ?? 0;
+    const jobsHeld = (held.at(-1)?.processed ?? 0) - (lastBefore?.processed ?? 0);
+    const outcomes: Record<string, number> = {};
+    for (const s of held) for (const [k, v] of Object.entries(s.prunes)) outcomes[k] = (outcomes[k] ?? 0) + v;
     lines.push(
-      "| t (s) | phase | processed | rate/s | backlog | claim p99 ms | dead tuples (job tables) | dead pg_class | prunes |",
+      `- completed per second: before ${before.toFixed(0)}, held ${heldRate.toFixed(0)} ` +
+        `(${((heldRate / before - 1) * 100).toFixed(1)} %), after ${mean("after").toFixed(0)}`,
+      `- dead tuples in the job tables: ${deadStart} when the snapshot was taken, ${deadEnd} when it was ` +
+        `released (${((deadEnd - deadStart) / Math.max(1, jobsHeld / 1000)).toFixed(2)} per 1,000 jobs ` +
+        `completed in the held window, ${jobsHeld.toLocaleString("en-US")} jobs)`,
+      `- prune outcomes in the held window: ${
+        Object.entries(outcomes).map(([k, v]) => `${k} ${v}`).join(", ") || "none"
+      }`,
+      `- worst claim p99: before ${worst(mine, "before")} ms, held ${worst(mine, "held")} ms, after ${
+        worst(mine, "after")
+      } ms`,
+      "",
+    );
+    lines.push(
+      "| t (s) | window | processed | completed/s | backlog | claim p99 ms | dead tuples (job tables) | dead pg_class | prunes |",
     );
     lines.push("|---:|---|---:|---:|---:|---:|---:|---:|---|");
-    for (const s of samples.filter((x) => x.engine === engine)) {
+    for (const s of mine) {
       lines.push(
         `| ${s.t} | ${s.phase} | ${s.processed} | ${s.rate.toFixed(0)} | ${s.backlog} | ${
           s.claimP99.toFixed(1)
@@ -223,24 +270,13 @@ function report(a: Args, samples: Sample[], server: string): string {
       );
     }
     lines.push("");
-    for (const phase of PHASES) {
-      const ps = samples.filter((x) => x.engine === engine && x.phase === phase);
-      if (!ps.length) continue;
-      const last = ps[ps.length - 1];
-      const rate = ps.reduce((x, s) => x + s.rate, 0) / ps.length;
-      lines.push(
-        `- ${phase}: mean rate ${
-          rate.toFixed(0)
-        } jobs/s, at the end ${last.deadJobs} dead tuples in the job tables ` +
-          `(${
-            (last.deadJobs / Math.max(1, last.processed)).toFixed(3)
-          } per job processed so far), backlog ${last.backlog}, ` +
-          `worst claim p99 ${Math.max(...ps.map((s) => s.claimP99)).toFixed(1)} ms`,
-      );
-    }
-    lines.push("");
   }
   return lines.join("\n");
+}
+
+function worst(samples: Sample[], phase: string): string {
+  const ps = samples.filter((s) => s.phase === phase);
+  return ps.length ? Math.max(...ps.map((s) => s.claimP99)).toFixed(1) : "—";
 }
 
 if (import.meta.main) {
@@ -254,7 +290,7 @@ if (import.meta.main) {
     const [av] = await sql`show autovacuum`;
     server = `PostgreSQL ${String(v.server_version).split(" ")[0]} (autovacuum ${av.autovacuum})`;
     await sql.end();
-    console.log(`soak: ${server} at ${cluster.url}; ${a.minutes} min per engine; ${a.rate} jobs/s`);
+    console.log(`soak: ${server} at ${cluster.url}; ${a.minutes} min per engine; backlog ${a.backlog}`);
     for (const engine of a.engines) await soakEngine(cluster.url, engine, a, samples);
   } finally {
     await cluster.destroy();

@@ -11,11 +11,18 @@ export class SvcError extends Error {
   }
 }
 
-/** Bad input: an enqueue option out of range, args not an object, a malformed id. Nothing was written. */
+/**
+ * Bad input: an enqueue option out of range, args not an object or refused by their kind's schema, a
+ * malformed id. Nothing was written.
+ */
 export class ValidationError extends SvcError {
-  constructor(message: string) {
+  /** Args refused by their kind's schema: each problem with its path in the args (`[]`: the args object). */
+  readonly issues?: { path: (string | number)[]; message: string }[];
+
+  constructor(message: string, issues?: { path: (string | number)[]; message: string }[]) {
     super(message, "invalid_request");
     this.name = "ValidationError";
+    if (issues) this.issues = issues;
   }
 }
 
@@ -43,6 +50,23 @@ export class InvalidStateError extends SvcError {
   constructor(message: string) {
     super(message, "invalid_state");
     this.name = "InvalidStateError";
+  }
+}
+
+/**
+ * `ctx.transaction` could not complete the job: its attempt is no longer the job's current one (the job
+ * was cancelled, rescued by the leader after a stale heartbeat or a passed deadline, or ended by another
+ * writer). Nothing of the transaction was committed: neither the handler's own statements nor its
+ * follow-up jobs. The handler may simply return or rethrow: the attempt's outcome is someone else's now.
+ */
+export class LeaseLostError extends SvcError {
+  constructor(readonly jobId: number, readonly lease: number, message?: string) {
+    super(
+      message ??
+        `job ${jobId}: attempt (lease ${lease}) is no longer the job's current one; the transaction was rolled back`,
+      "lease_lost",
+    );
+    this.name = "LeaseLostError";
   }
 }
 
@@ -140,5 +164,9 @@ export function snooze(ms: number): Snooze {
 
 /** Whether a handler's return value is a snooze. */
 export function isSnooze(v: unknown): v is Snooze {
-  return typeof v === "object" && v !== null && "snoozeMs" in v && Object.keys(v).length === 1;
+  try {
+    return typeof v === "object" && v !== null && "snoozeMs" in v && Object.keys(v).length === 1;
+  } catch {
+    return false; // a Proxy whose traps throw is no snooze
+  }
 }

@@ -4,6 +4,7 @@
  * TypeScript records are camelCase; every JSON surface (REST, CLI `--json`, `/readyz`, the function
  * request) is snake_case: see `src/wire.ts` for the conversions.
  */
+import type { AnyTasks, TaskArgs, TaskInput, TaskKind } from "./tasks.ts";
 
 /** Every state a job can be in. Terminal: `completed`, `failed`, `cancelled`. */
 export type JobState =
@@ -36,16 +37,25 @@ export interface JobError {
   attempt: number;
   /** RFC 3339 time of the failure. */
   at: string;
+  /** The error's message. */
   error: string;
   terminal?: boolean;
+  /**
+   * The error's detail, at most 8 KB: a handler's `Error.stack`, an HTTP function's status and the first
+   * bytes of its answer, or what the leader saw when it rescued the attempt. Absent when there is none.
+   */
+  stack?: string;
 }
 
-/** A job as the TypeScript API returns it. */
-export interface Job {
+/**
+ * A job as the TypeScript API returns it. `Args` types `args`: an args type, or a task map entry
+ * (`Job<Tasks["send_email"]>`: a `Task<Args, Result>` or a schema type gives its args, a schema's output).
+ */
+export interface Job<Args = Record<string, unknown>> {
   id: number;
   kind: string;
   queue: string;
-  args: Record<string, unknown>;
+  args: TaskArgs<Args>;
   state: JobState;
   priority: number;
   attempt: number;
@@ -79,7 +89,28 @@ export interface Job {
   traceContext?: string | null;
   /** On claimed jobs: claimed into the prefetch buffer (not started yet). */
   prefetched?: boolean;
+  /**
+   * The latest value the handler of the job's latest attempt reported with `ctx.progress`, and when it was
+   * written; absent when it reported none (set by `getJob` and `runningJobs`).
+   */
+  progress?: JobProgress;
 }
+
+/** A progress report of an attempt (`ctx.progress`). */
+export interface JobProgress {
+  /** The JSON value the handler reported (the latest one wins). */
+  value: unknown;
+  /** When it was written (values are written at most once a second per job). */
+  at: Date;
+}
+
+/**
+ * The job `enqueue` returns for a task map entry `E`: `Job<E>`, the type a handler of the kind gets; for a
+ * schema whose input and output types differ, a job whose args have the input type (as they are stored).
+ */
+export type EnqueuedJobOf<E> = [TaskInput<E>] extends [TaskArgs<E>]
+  ? ([TaskArgs<E>] extends [TaskInput<E>] ? Job<E> : Job<TaskInput<E>>)
+  : Job<TaskInput<E>>;
 
 /** Unique-job options: the key is built over kind, plus the parts switched on here. */
 export interface UniqueOptions {
@@ -110,11 +141,14 @@ export interface EnqueueOptions {
   traceparent?: string;
 }
 
-/** One job of `enqueueMany`. */
-export interface EnqueueItem extends Omit<EnqueueOptions, "tx"> {
-  kind: string;
-  args?: Record<string, unknown>;
-}
+/** One job of `enqueueMany`: with a task map, its `args` are checked against its `kind`. */
+export type EnqueueItem<T extends object = AnyTasks> = {
+  [K in TaskKind<T>]:
+    & Omit<EnqueueOptions, "tx">
+    & { kind: K }
+    & (Partial<TaskInput<T[K]>> extends TaskInput<T[K]> ? { args?: TaskInput<T[K]> }
+      : { args: TaskInput<T[K]> });
+}[TaskKind<T>];
 
 /** Filter of `listJobs`. */
 export interface ListJobsOptions {
@@ -150,6 +184,18 @@ export interface QueueInfo {
   oldestAvailableAgeSeconds: number | null;
 }
 
+/** A handler aborted (cancel, deadline, shutdown) that has not returned within the stuck grace. */
+export interface StuckHandlerInfo {
+  job_id: number;
+  lease: number;
+  kind: string;
+  queue: string;
+  /** Why it was aborted: `cancelled`, `deadline` or `shutdown`. */
+  reason: string;
+  /** When it was aborted (ISO 8601). */
+  aborted_at: string;
+}
+
 /** A worker process as recorded in the runtimes table. */
 export interface RuntimeInfo {
   id: string;
@@ -168,6 +214,14 @@ export interface RuntimeInfo {
   rescueAfterMs?: number | null;
   /** Attempts it was running at its last heartbeat (as it reported them). */
   inFlight?: number | null;
+  /** Jobs it held claimed and not started (prefetched) at its last heartbeat; null when it does not report them. */
+  held?: number | null;
+  /** Ids of those held jobs (at most 500). */
+  heldJobs?: number[];
+  /** Aborted handlers that had not returned at its last heartbeat (src/worker/stuck.ts). */
+  stuckHandlers?: StuckHandlerInfo[];
+  /** The kinds it has a handler for (in each of its queues); null when it does not report them. */
+  kinds?: string[] | null;
 }
 
 /** Anything with the four log methods (console works). */
@@ -176,4 +230,9 @@ export interface Logger {
   info(...args: unknown[]): void;
   warn(...args: unknown[]): void;
   error(...args: unknown[]): void;
+  /**
+   * A logger whose lines carry these fields (pino's and bunyan's loggers have it; so does svc's JSON
+   * logger). Without it, `ctx.logger` puts the job's id, kind and attempt in front of each line instead.
+   */
+  child?(fields: Record<string, unknown>): Logger;
 }

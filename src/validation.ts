@@ -10,6 +10,7 @@
  * JavaScript would see another number than the one sent.
  */
 import { ValidationError } from "./errors.ts";
+import { describeThrown, safeInstanceOf } from "./describe.ts";
 
 /** Deepest nesting of arrays and objects accepted in a JSON value. */
 export const MAX_JSON_DEPTH = 512;
@@ -31,6 +32,15 @@ export function textProblem(s: string): string | null {
     }
   }
   return null;
+}
+
+/** The bytes as UTF-8 text, or null when they are not valid UTF-8 (never U+FFFD in their place). */
+export function utf8Text(bytes: Uint8Array): string | null {
+  try {
+    return new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+  } catch {
+    return null;
+  }
 }
 
 /**
@@ -167,24 +177,54 @@ export function parseJsonInput(text: string, opts: { envelope?: boolean } = {}):
 
 /**
  * Serializes a value of the library's caller as JSON and checks that PostgreSQL can store it; returns
- * the text. Throws a ValidationError naming `what` (e.g. `args of send_email`).
+ * the text. Throws a ValidationError naming `what` (e.g. `args of send_email`). A number JSON has no form
+ * for (`NaN`, `Infinity`, `-Infinity`, which `JSON.stringify` writes as `null`) is refused instead of
+ * stored changed; with `exactNumbers` (a handler's result, read back as the value returned) `-0`, which
+ * JSON writes as `0`, is refused too.
  */
-export function checkJsonValue(what: string, v: unknown): string {
+export function checkJsonValue(what: string, v: unknown, opts: { exactNumbers?: boolean } = {}): string {
   let text: string | undefined;
   try {
     text = JSON.stringify(v);
   } catch (e) {
-    const deep = e instanceof RangeError;
+    const deep = safeInstanceOf(e, RangeError) && /call stack/i.test(describeThrown(e));
     throw new ValidationError(
       deep
         ? `${what}: JSON is nested deeper than ${MAX_JSON_DEPTH} levels`
-        : `${what} must be JSON-serializable: ${(e as Error).message}`,
+        : `${what} must be JSON-serializable: ${describeThrown(e)}`,
     );
   }
   if (text === undefined) return "null";
   const p = jsonTextProblem(text);
   if (p) throw new ValidationError(`${what}: ${p}`);
+  // Only a text with a null (or, for exact numbers, any value) can hide a number JSON changed: the second,
+  // slower pass that finds it runs only then.
+  if (opts.exactNumbers || text.includes("null")) {
+    const inexact = inexactNumber(v, opts.exactNumbers === true);
+    if (inexact !== undefined) {
+      const negZero = Object.is(inexact, -0);
+      throw new ValidationError(
+        `${what}: the number ${negZero ? "-0" : String(inexact)} has no JSON form ` +
+          `(JSON would store it as ${negZero ? "0" : "null"}); use null or a string instead`,
+      );
+    }
+  }
   return text;
+}
+
+/** The first number of `v` (as JSON.stringify visits it) that JSON would change, or undefined. */
+function inexactNumber(v: unknown, negativeZero: boolean): number | undefined {
+  let found: number | undefined;
+  JSON.stringify(v, (_k: string, x: unknown) => {
+    if (
+      typeof x === "number" && found === undefined &&
+      (!Number.isFinite(x) || (negativeZero && Object.is(x, -0)))
+    ) {
+      found = x;
+    }
+    return x;
+  });
+  return found;
 }
 
 const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d+)?(?:[Zz]|([+-])(\d{2}):(\d{2}))$/;

@@ -7,7 +7,8 @@
  */
 import type { CallbackRecord } from "./storage/engine.ts";
 import type { CronSchedule } from "./cron/definition.ts";
-import type { Job, JobError, JobState, QueueInfo, RuntimeInfo } from "./types.ts";
+import type { Job, JobState, QueueInfo, RuntimeInfo, StuckHandlerInfo } from "./types.ts";
+import { readJobErrors } from "./job_errors.ts";
 
 /** RFC 3339 in UTC with milliseconds, or null. */
 export function iso(d: Date | string | null | undefined): string | null {
@@ -48,6 +49,8 @@ export interface JobJson extends
   lease: number;
   /** Present (true) when an enqueue found an unfinished job with the same unique key and returned it. */
   duplicate?: true;
+  /** Present when the latest attempt's handler reported progress (`ctx.progress`): the latest value. */
+  progress?: { value: unknown; at: string };
 }
 
 /** The JSON of a queue. */
@@ -58,6 +61,10 @@ export interface QueueJson {
   /** States whose count is a lower bound. */
   approximate: JobState[];
   oldest_available_age_seconds: number | null;
+  /** Live runtimes that serve the queue. */
+  live_runtimes: number;
+  /** Kinds with available jobs here that none of those runtimes has a handler for. */
+  unhandled_kinds: string[];
 }
 
 /** The JSON of a worker process (runtime). */
@@ -69,6 +76,14 @@ export interface RuntimeJson
   rescue_after_ms: number | null;
   /** Attempts it was running at its last heartbeat. */
   in_flight: number | null;
+  /** Jobs it held claimed and not started (prefetched: `running` too) at its last heartbeat. */
+  held: number | null;
+  /** Ids of those held jobs (at most 500). */
+  held_jobs: number[];
+  /** Aborted handlers that had not returned within the stuck grace at its last heartbeat. */
+  stuck_handlers: StuckHandlerInfo[];
+  /** The kinds it has a handler for; null when it does not report them. */
+  kinds: string[] | null;
 }
 
 /** The JSON of a job's callback (in-process or HTTP). */
@@ -112,6 +127,8 @@ export interface ClusterHealth {
   storage_transition: string;
   live_runtimes: number;
   unhealthy_runtimes: number;
+  /** `transaction` when this connection goes through a transaction pooler, else `none`. */
+  pooler: "transaction" | "none";
   /** Why `ready` is false; absent when ready. */
   reason?: string;
 }
@@ -128,6 +145,10 @@ export interface ReadinessReport {
   maintenance_alive: boolean;
   shutting_down: boolean;
   leader: boolean;
+  /** `transaction` when the worker's database URL goes through a transaction pooler, else `none`. */
+  pooler: "transaction" | "none";
+  /** Whether LISTEN wake-ups are active (false: the claim loops poll every `pollInterval`). */
+  listening: boolean;
 }
 
 /** The function request body (docs/reference/protocol.md, "The function request"). */
@@ -172,6 +193,7 @@ export function jobToJson(j: Job): JobJson {
     lease: j.lease,
   };
   if (j.duplicate) out.duplicate = true;
+  if (j.progress) out.progress = { value: j.progress.value, at: iso(j.progress.at)! };
   return out;
 }
 
@@ -195,7 +217,7 @@ export function jobFromJson(o: Record<string, unknown>): Job {
     finalizedAt: date(o.finalized_at),
     heartbeatAt: date(o.heartbeat_at),
     deadlineAt: date(o.deadline_at),
-    errors: (o.errors ?? []) as JobError[],
+    errors: readJobErrors(o.errors),
     tags: (o.tags ?? []) as string[],
     metadata: (o.metadata ?? {}) as Record<string, unknown>,
     result: o.result ?? null,
@@ -206,17 +228,26 @@ export function jobFromJson(o: Record<string, unknown>): Job {
     attemptedBy: (o.attempted_by ?? null) as string | null,
   };
   if (o.duplicate) job.duplicate = true;
+  const p = o.progress as { value?: unknown; at?: string } | null | undefined;
+  if (p && typeof p === "object" && typeof p.at === "string") {
+    job.progress = { value: p.value ?? null, at: new Date(p.at) };
+  }
   return job;
 }
 
-/** A queue as JSON. */
-export function queueToJson(q: QueueInfo): QueueJson {
+/** A queue as JSON, with how live runtimes cover it (none when `coverage` is absent). */
+export function queueToJson(
+  q: QueueInfo,
+  coverage?: { liveRuntimes: number; unhandledKinds: string[] },
+): QueueJson {
   return {
     name: q.name,
     paused: q.paused,
     counts: q.counts,
     approximate: q.approximate ?? [],
     oldest_available_age_seconds: q.oldestAvailableAgeSeconds,
+    live_runtimes: coverage?.liveRuntimes ?? 0,
+    unhandled_kinds: coverage?.unhandledKinds ?? [],
   };
 }
 
@@ -235,6 +266,10 @@ export function runtimeToJson(r: RuntimeInfo): RuntimeJson {
     live: r.live,
     rescue_after_ms: r.rescueAfterMs ?? null,
     in_flight: r.inFlight ?? null,
+    held: r.held ?? null,
+    held_jobs: r.heldJobs ?? [],
+    stuck_handlers: r.stuckHandlers ?? [],
+    kinds: r.kinds ?? null,
   };
 }
 

@@ -1,21 +1,30 @@
 /**
- * The test command (`deno task test`): runs every test file under tests/ in parallel and ends with the
+ * The test command (`deno task test`): runs the test files under tests/ in parallel and ends with the
  * line `N passed, N failed` that CI reads. Its first line says which PostgreSQL the run uses:
  * TEST_DATABASE_URL when set; else the server on 127.0.0.1:5432 when one answers; else (or with
  * `--embedded`) an embedded PostgreSQL 18 from npm, started for the run and stopped at its end
- * (`--embedded` also gives the restart tests' throw-away clusters the embedded binaries).
- * The suite runs once per storage engine (`canonical`, then `queue_storage`), each test schema
- * migrated to that engine; SVC_TEST_ENGINE or `--engine NAME` runs one. The last line adds up the runs.
+ * (`--embedded` also gives the restart tests' throw-away clusters the embedded binaries). `--pooler` puts a
+ * real PgBouncer in transaction mode (tests/helpers/pgbouncer.ts) in front of that database for the run:
+ * the tests get its URL and SERVICE_POOLER=transaction.
+ *
+ * Storage engines: the files that touch storage behaviour run once per engine (`queue_storage`, then
+ * `canonical`); the files listed in `ONCE` (pure, packaging, CLI-parsing, docs, browser and type tests)
+ * run once, in the queue_storage pass. SVC_TEST_ENGINE or `--engine NAME` runs one engine (every file in
+ * it). The last line adds up the passes.
+ *
  * Other arguments are passed to `deno test` (e.g. a file or `--filter name`).
  *
- * The two steps are separate functions: `chooseDatabase` and `runDenoTest` (one `deno test` with an
- * environment of its own, its passed/failed counts parsed), so that a run can call `deno test` more
- * than once on one database and add up the counts.
+ * The steps are separate functions: `chooseDatabase`, `filesOf`/`passesOf` (which files run on which
+ * engine) and `runDenoTest` (one `deno test` with an environment of its own, its passed/failed counts
+ * parsed), so that a run can call `deno test` more than once on one database and add up the counts.
  */
 import postgres from "postgres";
 import { startEmbeddedPostgres } from "../src/dev/embedded_postgres.ts";
+import { type PgBouncer, startPgBouncer } from "./helpers/pgbouncer.ts";
 
 const LOCAL_URL = "postgres://postgres@127.0.0.1:5432/postgres";
+/** The configuration of the tests, the benchmark and the build tools (their npm packages and lock file). */
+const CONTRIB_CONFIG = new URL("../deno.contrib.json", import.meta.url).pathname;
 
 /** The database of a test run. */
 export interface TestDatabase {
@@ -114,8 +123,8 @@ export interface TestRun {
 }
 
 /**
- * Runs `deno test -A --parallel <args>` with `env` on top of this process's, its output streamed
- * through; a watchdog kills it at `deadline` (ms since the epoch), so that a hung test fails CI long
+ * Runs `deno test -A --config deno.contrib.json --parallel <args>` with `env` on top of this process's,
+ * its output streamed through; a watchdog kills it at `deadline` (ms since the epoch), so that a hung test fails CI long
  * before its own limit, with the counts still printed. `onChild` gets the process (to stop it on a
  * signal).
  */
@@ -126,7 +135,7 @@ export async function runDenoTest(
   onChild: (child: Deno.ChildProcess | null) => void = () => {},
 ): Promise<TestRun> {
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["test", "-A", "--parallel", ...(args.length ? args : ["tests/"])],
+    args: ["test", "-A", "--config", CONTRIB_CONFIG, "--parallel", ...(args.length ? args : ["tests/"])],
     stdout: "piped",
     stderr: "inherit",
     env: { DENO_JOBS: Deno.env.get("DENO_JOBS") ?? "3", NO_COLOR: "1", ...env },
@@ -158,11 +167,13 @@ export async function runDenoTest(
   };
 }
 
-/** The engines a run covers: `--engine NAME`, else SVC_TEST_ENGINE, else both. */
-function enginesOf(args: string[]): string[] {
+type Engine = "canonical" | "queue_storage";
+
+/** The engines a run covers: `--engine NAME`, else SVC_TEST_ENGINE, else both (queue_storage first). */
+function enginesOf(args: string[]): Engine[] {
   const i = args.indexOf("--engine");
   const one = i >= 0 ? args[i + 1] : Deno.env.get("SVC_TEST_ENGINE");
-  if (one === undefined) return ["canonical", "queue_storage"];
+  if (one === undefined) return ["queue_storage", "canonical"];
   if (one !== "canonical" && one !== "queue_storage") {
     console.error(`error: --engine must be canonical or queue_storage, got ${JSON.stringify(one)}`);
     Deno.exit(2);
@@ -170,22 +181,98 @@ function enginesOf(args: string[]): string[] {
   return [one];
 }
 
+/**
+ * The test files and folders that run once (in the queue_storage pass, or in the only pass of a
+ * one-engine run): they do not touch storage behaviour, so a second engine adds nothing. Every other
+ * test file runs on both engines; a new file does too unless it is listed here.
+ */
+export const ONCE: readonly string[] = [
+  "tests/contract/", // callback URLs and signatures: pure
+  "tests/cron/schedule_test.ts", // cron expressions: pure
+  "tests/db/", // the batcher and the vendored driver on scripted sockets: no database
+  "tests/dev/", // svc dev: its own embedded server, or a schema it migrates with the default engine
+  "tests/docs/", // the docs' snippets and examples
+  "tests/packaging/", // install forms and builds
+  "tests/runtime/", // the Deno/Node shim
+  "tests/types/", // type tests
+  "tests/ui/", // the browser tests of the admin UI
+  "tests/unit/", // dispatcher, executor and completer on a fake engine
+  "tests/testing/run_handler_test.ts", // runHandler: no database
+  "tests/http/errors_test.ts", // the error-to-status mapping: pure
+  "tests/http/serve_cli_test.ts", // svc serve's flags, startup line and signals
+  "tests/http/serve_security_test.ts", // Origin and token checks in front of the admin API
+  "tests/cli/consistency_test.ts", // CLI usage errors and exit codes
+  "tests/cli/connect_deadline_test.ts", // connect deadlines against a server that is not PostgreSQL
+  "tests/worker/json_logs_test.ts", // the logger's JSON lines
+  "tests/worker/readyz_postgres_down_test.ts", // /readyz while a throw-away cluster is down
+];
+
+const TEST_FILE = /(^|[_.])test\.(ts|tsx|mts|js|mjs|jsx)$/;
+
+/** The test files under `path` (a file or a folder), sorted, as paths relative to the repository. */
+async function testFilesUnder(path: string): Promise<string[]> {
+  const info = await Deno.stat(path);
+  if (info.isFile) return [path];
+  const out: string[] = [];
+  for await (const e of Deno.readDir(path)) {
+    const p = `${path.replace(/\/$/, "")}/${e.name}`;
+    if (e.isDirectory) out.push(...await testFilesUnder(p));
+    else if (e.isFile && TEST_FILE.test(e.name)) out.push(p);
+  }
+  return out.sort();
+}
+
+/** Whether `file` is (under) an entry of ONCE. */
+export function runsOnce(file: string): boolean {
+  const f = file.replace(/^\.\//, "");
+  return ONCE.some((o) => (o.endsWith("/") ? f.startsWith(o) : f === o));
+}
+
+/**
+ * Splits `deno test` arguments into the files they name (folders expanded to their test files; none
+ * given means tests/) and the other arguments (flags, and the value after `--filter`).
+ */
+export async function filesOf(args: string[]): Promise<{ files: string[]; rest: string[] }> {
+  const files: string[] = [];
+  const rest: string[] = [];
+  let named = false;
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i];
+    const isValue = i > 0 && /^--(filter|shuffle|seed|reporter|junit-path|coverage)$/.test(args[i - 1]);
+    if (!a.startsWith("-") && !isValue && await Deno.stat(a).then(() => true, () => false)) {
+      named = true;
+      files.push(...await testFilesUnder(a.replace(/^\.\//, "")));
+    } else rest.push(a);
+  }
+  if (!named) files.push(...await testFilesUnder("tests"));
+  return { files: [...new Set(files)], rest };
+}
+
+/** The passes of a run: each engine with its files (the ONCE files only in the first). */
+export function passesOf(engines: Engine[], files: string[]): { engine: Engine; files: string[] }[] {
+  return engines.map((engine, i) => ({ engine, files: i === 0 ? files : files.filter((f) => !runsOnce(f)) }));
+}
+
 if (import.meta.main) {
   const embedded = Deno.args.includes("--embedded");
+  // --pooler: the tests reach the database through a real PgBouncer in transaction mode.
+  const pooled = Deno.args.includes("--pooler");
   const engines = enginesOf(Deno.args);
   const args = Deno.args.filter((a, i, all) =>
-    a !== "--embedded" && a !== "--engine" && all[i - 1] !== "--engine"
+    a !== "--embedded" && a !== "--pooler" && a !== "--engine" && all[i - 1] !== "--engine"
   );
   const limitMs = Number(Deno.env.get("SVC_TEST_TIMEOUT_MS") ?? 40 * 60_000);
   const deadline = Date.now() + limitMs;
 
   let db: TestDatabase | undefined;
+  let bouncer: PgBouncer | undefined;
   let child: Deno.ChildProcess | null = null;
   // Ctrl-C: the tests get it from the terminal; the embedded server (a session of its own) is stopped here.
   const onSignal = async () => {
     try {
       child?.kill("SIGKILL");
     } catch { /* gone */ }
+    await bouncer?.stop().catch(() => {});
     await db?.stop().catch(() => {});
     console.log("0 passed, 1 failed");
     Deno.exit(130);
@@ -199,9 +286,30 @@ if (import.meta.main) {
     // --embedded: the throw-away clusters of restart tests use the embedded binaries too.
     const env: Record<string, string> = { TEST_DATABASE_URL: db.url };
     if (embedded) env.SVC_TEST_PG_BINARIES = "embedded";
-    for (const engine of engines) {
-      console.log(`tests: storage engine ${engine}`);
-      const run = await runDenoTest(args, { ...env, SVC_TEST_ENGINE: engine }, deadline, (c) => child = c);
+    if (pooled) {
+      bouncer = await startPgBouncer({ target: db.url, poolSize: 40 });
+      console.log(`tests: through PgBouncer (transaction mode) at ${bouncer.url} (--pooler)`);
+      // Every client, worker and svc command of the tests takes the pooled URL and is told so.
+      Object.assign(env, { TEST_DATABASE_URL: bouncer.url, SERVICE_POOLER: "transaction" });
+    }
+    const missing = [];
+    for (const o of ONCE) if (!await Deno.stat(o).then(() => true, () => false)) missing.push(o);
+    if (missing.length) {
+      throw new Error(`tests/run.ts: ONCE lists what does not exist: ${missing.join(", ")}`);
+    }
+    const { files, rest } = await filesOf(args);
+    for (const { engine, files: these } of passesOf(engines, files)) {
+      if (these.length === 0) {
+        console.log(`tests: storage engine ${engine}: nothing to run (the files given run once)`);
+        continue;
+      }
+      console.log(`tests: storage engine ${engine}: ${these.length} files`);
+      const run = await runDenoTest(
+        [...rest, ...these],
+        { ...env, SVC_TEST_ENGINE: engine },
+        deadline,
+        (c) => child = c,
+      );
       console.log(`tests: ${engine}: ${run.passed} passed, ${run.failed} failed`);
       total.passed += run.passed;
       total.failed += run.failed;
@@ -213,6 +321,7 @@ if (import.meta.main) {
     total.failed += 1;
     total.code = 1;
   } finally {
+    await bouncer?.stop().catch((e) => console.error(`error: stopping PgBouncer: ${e.message}`));
     await db?.stop().catch((e) => console.error(`error: stopping the test database: ${e.message}`));
   }
   console.log(`${total.passed} passed, ${total.failed} failed`);

@@ -3,13 +3,14 @@
  * library and the CLI find them the same way from a checkout, from JSR, from the npm package and from a
  * compiled binary (none of which has the files beside the sources):
  *
- * - `src/generated/migrations.ts` from `migrations/*.sql` (the templates `src/db/migrate.ts` renders);
+ * - `src/generated/migrations.ts` from `migrations/*.sql` (the templates `src/db/migrate.ts` renders) and
+ *   `sql/*.sql` (the functions, views and triggers it applies after them);
  * - `src/generated/ui.ts` from `ui/dist/*` (the built admin UI that `svc serve` answers with).
  *
  *   deno task assets            write both modules
  *   deno task assets --check    exit 1 with one line naming this command when a module is stale
  *
- * Run it after adding or changing a migration, and after rebuilding the UI (`deno run -A ui/build.ts`);
+ * Run it after adding or changing a migration or a file of `sql/`, and after rebuilding the UI (`deno task ui`);
  * CI runs `--check`. The output is deterministic (files sorted by name).
  */
 import { fileURLToPath } from "node:url";
@@ -44,6 +45,16 @@ export async function generateAssets(): Promise<GeneratedModule[]> {
   for (const name of sql) {
     migrations += `  ${JSON.stringify(name)}: ${
       JSON.stringify(await Deno.readTextFile(new URL(name, migrationsDir)))
+    },\n`;
+  }
+  migrations += "};\n";
+  const sqlDir = new URL("sql/", ROOT);
+  const files = await listFiles(sqlDir, (n) => /^\d{2}_[a-z0-9_]+\.sql$/.test(n));
+  migrations += "/** The files of `sql/`, by file name (applied in name order by `src/db/migrate.ts`). */\n" +
+    "export const SQL_FILES: Readonly<Record<string, string>> = {\n";
+  for (const name of files) {
+    migrations += `  ${JSON.stringify(name)}: ${
+      JSON.stringify(await Deno.readTextFile(new URL(name, sqlDir)))
     },\n`;
   }
   migrations += "};\n";

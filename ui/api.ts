@@ -20,12 +20,19 @@ export type {
 } from "../src/wire.ts";
 import type { CallbackJson, CronJson, JobJson, QueueJson, RuntimeJson } from "../src/wire.ts";
 type Job = JobJson;
+/** A queue, with who serves it. */
 type Queue = QueueJson;
 type Callback = CallbackJson;
 type Cron = CronJson;
 type Runtime = RuntimeJson;
 
-/** States an admin retry accepts (decisions.md: terminal jobs only). */
+/** States an admin retry accepts (terminal jobs only: docs/guide/handlers.md, `client.retry`). */
+/** What a bulk action by ids answers. */
+export interface BulkIdsResult {
+  count: number;
+  skipped: { id: number; code: "not_found" | "invalid_state"; error: string }[];
+}
+
 export const RETRYABLE_STATES: readonly JobState[] = TERMINAL_STATES;
 /** States an admin cancel accepts (any non-terminal one). */
 export const CANCELLABLE_STATES: readonly JobState[] = JOB_STATES.filter((s) => !TERMINAL_STATES.includes(s));
@@ -43,7 +50,29 @@ export interface Stats {
   /** States whose count is a lower bound. */
   approximate?: JobState[];
   queues: Queue[];
+  /** Queues whose available jobs no live runtime will run. */
+  unserved?: Unserved[];
   throughput: ThroughputPoint[];
+}
+
+/** A queue whose available jobs no live runtime will run (none serves it, or none handles some kinds). */
+export interface Unserved {
+  queue: string;
+  available: number;
+  live_runtimes: number;
+  unhandled_kinds: string[];
+}
+
+/** Why a queue's available jobs are not run, or null. */
+export function unservedText(
+  u: { available?: number; live_runtimes?: number; unhandled_kinds?: string[] },
+): string | null {
+  if (!u.available) return null;
+  if (u.live_runtimes === 0) return "no live runtime serves this queue";
+  if (u.unhandled_kinds?.length) {
+    return `no live runtime here has a handler for ${u.unhandled_kinds.join(", ")}`;
+  }
+  return null;
 }
 
 export interface JobFilter {
@@ -64,6 +93,8 @@ export interface JobPage {
 export interface JobDetail {
   job: Job;
   callbacks: Callback[];
+  /** Why the job will not run when due; null when it will or is not waiting to run. */
+  unserved?: string | null;
 }
 
 export interface BulkFilter {
@@ -87,6 +118,7 @@ export interface KindInfo {
   /** The last hour, from the leader's per-minute samples (absent from servers without them). */
   completed_1h?: number;
   failed_1h?: number;
+  retried_1h?: number;
   /** Failed attempts (retried or not) over finished attempts in the last hour; null when none finished. */
   failure_rate?: number | null;
   run_p50_ms?: number | null;
@@ -146,6 +178,8 @@ export interface Capabilities {
   auth_required?: boolean;
   /** This browser's session carries the token (true when none is needed). */
   authenticated?: boolean;
+  /** The queue the enqueue form proposes (`svc dev`: its dev queue); older servers leave it out. */
+  default_queue?: string;
 }
 
 /** An error answered by the API (or met on the way to it). */
@@ -164,7 +198,7 @@ export function toApiError(err: unknown): ApiError {
 }
 
 async function request<T>(
-  method: "GET" | "POST",
+  method: "GET" | "POST" | "DELETE",
   path: string,
   body?: unknown,
   signal?: AbortSignal,
@@ -233,9 +267,17 @@ export const api = {
   enqueue: (body: EnqueueRequest) => request<{ job: Job }>("POST", "/api/jobs", body),
   retryJob: (id: number) => request<{ job: Job }>("POST", `/api/jobs/${id}/retry`),
   cancelJob: (id: number) => request<{ job: Job }>("POST", `/api/jobs/${id}/cancel`),
+  /** Deletes a finished job for good (the server logs it). */
+  deleteJob: (id: number) => request<{ job: Job }>("DELETE", `/api/jobs/${id}`),
   /** With `dryRun` only counts the jobs it would retry (nothing changes). */
   bulkRetry: (filter: BulkFilter, o: { dryRun?: boolean } = {}) =>
     request<{ count: number }>("POST", "/api/jobs/bulk-retry", { ...filter, dry_run: o.dryRun === true }),
+  /**
+   * Retry, cancel or delete the jobs named (at most 500), one by one on the server; the answer counts
+   * those acted on and lists the others (gone, or in a state the action does not apply to) in `skipped`.
+   */
+  bulkIds: (verb: "retry" | "cancel" | "delete", ids: number[]) =>
+    request<BulkIdsResult>("POST", `/api/jobs/bulk-${verb}`, { ids }),
   /** With `dryRun` only counts the jobs it would cancel (nothing changes). */
   bulkCancel: (filter: BulkFilter, o: { dryRun?: boolean } = {}) =>
     request<{ count: number }>("POST", "/api/jobs/bulk-cancel", { ...filter, dry_run: o.dryRun === true }),

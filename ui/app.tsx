@@ -126,6 +126,7 @@ export function App() {
       onDismissErrors={() => setErrors(new Map())}
       notice={notice}
       onLogout={caps?.auth_required && !loginNeeded ? logout : undefined}
+      bare={loginNeeded}
     >
       {loginNeeded ? <Login onLoggedIn={loggedIn} /> : state
         ? (

@@ -2,12 +2,12 @@
  * Builds the admin UI into ui/dist/ (index.html, app.js, app.css), minified and deterministic:
  * the same sources give byte-identical files, so CI can rebuild and compare.
  *
- *   deno run -A ui/build.ts          write ui/dist/
- *   deno run -A ui/build.ts --check  exit 1 with one line when the committed ui/dist differs
+ *   deno task ui            write ui/dist/ (deno run -A --config deno.contrib.json ui/build.ts)
+ *   deno task ui --check    exit 1 with one line when the committed ui/dist differs
  *
- * esbuild (npm:esbuild, pinned in deno.json) bundles; bare imports (preact, preact/hooks,
+ * esbuild (npm:esbuild, pinned in deno.contrib.json) bundles; bare imports (preact, preact/hooks,
  * preact/jsx-runtime) are resolved by Deno itself through `import.meta.resolve`, so the bundle
- * uses exactly the versions pinned in deno.json and the lock file, and nothing is fetched
+ * uses exactly the versions pinned in deno.contrib.json and its lock file, and nothing is fetched
  * from a CDN.
  */
 import * as esbuild from "esbuild";
@@ -116,7 +116,7 @@ async function readOrNull(path: string): Promise<Uint8Array | null> {
 async function main(args: string[]): Promise<number> {
   const unknown = args.filter((a) => a !== "--check");
   if (unknown.length) {
-    console.error(`error: unknown argument ${unknown[0]}; usage: deno run -A ui/build.ts [--check]`);
+    console.error(`error: unknown argument ${unknown[0]}; usage: deno task ui [--check]`);
     return 2;
   }
   let files: Map<string, Uint8Array>;
@@ -139,7 +139,7 @@ async function main(args: string[]): Promise<number> {
     }
     if (stale.length) {
       console.error(
-        `error: ui/dist is stale (${stale.join(", ")}): run \`deno run -A ui/build.ts\` and commit ui/dist`,
+        `error: ui/dist is stale (${stale.join(", ")}): run \`deno task ui\` and commit ui/dist`,
       );
       return 1;
     }

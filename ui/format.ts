@@ -118,3 +118,18 @@ export function jsonPretty(value: unknown): string {
 export function stateLabel(state: string): string {
   return state.replace(/_/g, " ");
 }
+
+/**
+ * A progress value in one short line: `{done, of}` (or `{current, total}`) as `3 / 10 (30 %)`, a string as it
+ * is, anything else as compact JSON; cut at 80 characters.
+ */
+export function fmtProgress(value: unknown): string {
+  const o = value as Record<string, unknown> | null;
+  const done = o && typeof o === "object" ? (o.done ?? o.current) : undefined;
+  const of = o && typeof o === "object" ? (o.of ?? o.total) : undefined;
+  if (typeof done === "number" && typeof of === "number" && of > 0) {
+    return `${done} / ${of} (${Math.floor((done / of) * 100)} %)`;
+  }
+  if (typeof value === "string") return value.length > 80 ? `${value.slice(0, 79)}…` : value;
+  return jsonPreview(value);
+}

@@ -41,3 +41,74 @@ export function attemptLimit(j: Job): { limit: number; byKind: boolean; stored: 
 export function errorsAreHistory(j: Job): boolean {
   return j.errors.length > 0 && j.state !== "failed" && j.state !== "retryable";
 }
+
+/** One attempt of a job as the timeline shows it: what storage keeps of it. */
+export interface AttemptRow {
+  attempt: number;
+  /** failed and retried, failed for good, completed, cancelled, running, waiting for its callback, ... */
+  outcome: string;
+  /** Start of the attempt: known for the latest attempt only (earlier starts are not kept). */
+  startedAt: string | null;
+  endedAt: string | null;
+  /** Run time: known for the latest attempt only. */
+  ranMs: number | null;
+  /** The runtime that ran it: known for the latest attempt only. */
+  by: string | null;
+  error: { error: string; stack?: string } | null;
+}
+
+const LATEST_OUTCOME: Record<string, string> = {
+  completed: "completed",
+  failed: "failed for good",
+  cancelled: "cancelled",
+  running: "running",
+  waiting_external: "waiting for its callback",
+  retryable: "failed, retry scheduled",
+};
+
+/**
+ * The attempts of a job, newest first: one row per failed attempt (its error, when it ended) and the
+ * latest attempt with its start, run time, runtime and outcome. Attempts of an earlier life of a job
+ * retried by hand keep their errors; their numbers restart at 1.
+ */
+export function attemptTimeline(j: Job, now = Date.now()): AttemptRow[] {
+  const rows: AttemptRow[] = j.errors.map((e) => ({
+    attempt: e.attempt,
+    outcome: e.terminal ? "failed for good" : "failed, retried",
+    startedAt: null,
+    endedAt: e.at,
+    ranMs: null,
+    by: null,
+    error: { error: e.error, stack: e.stack },
+  }));
+  const last = rows.length ? rows[rows.length - 1] : null;
+  // The latest attempt ended with the last error when the job waits for a retry, failed, or was cancelled
+  // after that failure; otherwise (running, waiting, completed, cancelled while running) it has a row of its own.
+  const endedInLastError = last !== null && last.attempt === j.attempt;
+  const ownRow = j.attempt > 0 &&
+    ["running", "waiting_external", "completed", "cancelled"].includes(j.state) &&
+    !endedInLastError;
+  const latest: AttemptRow | null = ownRow
+    ? {
+      attempt: j.attempt,
+      outcome: j.state === "running" && !j.attempted_at
+        ? "held by its runtime, not started yet"
+        : LATEST_OUTCOME[j.state] ?? j.state.replace(/_/g, " "),
+      startedAt: null,
+      endedAt: j.finalized_at,
+      ranMs: null,
+      by: null,
+      error: null,
+    }
+    : endedInLastError && j.attempted_at
+    ? last
+    : null;
+  if (latest) {
+    latest.startedAt = j.attempted_at;
+    latest.by = j.attempted_by;
+    latest.ranMs = runMs(j, now) ??
+      (latest.startedAt && latest.endedAt ? msBetween(latest.startedAt, latest.endedAt, now) : null);
+    if (ownRow) rows.push(latest);
+  }
+  return rows.reverse();
+}

@@ -1,5 +1,5 @@
 /**
- * svc adapter, written against shared/spec/api.md: `createClient` / `createWorker` from mod.ts,
+ * svc adapter, written against the public API (mod.ts): `createClient` / `createWorker`,
  * `enqueue` for single jobs, `enqueueMany` (one round trip) for batches, a worker with
  * `queues: { default: { maxWorkers, claimers } }` and a no-op handler. `retentionZero` sets
  * `retention: { completed: 0 }` (graphile-worker deletes completed jobs; the default keeps them 24 h).
@@ -135,13 +135,16 @@ export default class SvcSystem extends BaseSystem {
 
   /**
    * Counted on the harness's own connection, as for the peers (not through svc's pool, whose statements
-   * would count as svc's work). On queue storage each job of the bench is one ready row and, once its
-   * attempt ended, one closure: the difference, plus deferred and parked jobs, is what is unfinished.
+   * would count as svc's work). On queue storage each life of a job is one ready row, and it ends with one
+   * closure (a job id in a completions row, or a closed row) or a skipped row: the difference, plus
+   * deferred and parked jobs, is what is unfinished.
    */
   protected async unfinished(): Promise<number> {
     if (this.engine === "queue_storage") {
       const [{ n }] = await this.sql`
-        select ((select count(*) from svc_qs.ready) - (select count(*) from svc_qs.closed)
+        select ((select count(*) from svc_qs.ready)
+                - (select coalesce(sum(cardinality(ids)), 0) from svc_qs.completions)
+                - (select count(*) from svc_qs.closed) - (select count(*) from svc_qs.skipped)
                 + (select count(*) from svc_qs.deferred) + (select count(*) from svc_qs.parked))::int as n`;
       return n;
     }

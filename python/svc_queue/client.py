@@ -47,7 +47,7 @@ from .validation import (
 
 __all__ = ["Client", "EXPECTED_SCHEMA_VERSION", "DEFAULT_SCHEMA", "MAX_HEARTBEAT_SECONDS"]
 
-EXPECTED_SCHEMA_VERSION = 7
+EXPECTED_SCHEMA_VERSION = 10
 """The schema version this client needs (``svc migrate`` installs it); it runs on any newer one too."""
 
 DEFAULT_SCHEMA = "svc"
@@ -58,6 +58,7 @@ _SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,50}$")
 _QUEUE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,48}$")
 _TRACEPARENT_RE = re.compile(r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
 _ON_CONFLICT = ("return", "error")
+_POOLER_MODES = ("transaction", "none")
 
 Conn = psycopg.Connection[Any]
 T = TypeVar("T")
@@ -65,6 +66,39 @@ T = TypeVar("T")
 
 def _is_int(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
+
+
+def pooler_from_url(url: str) -> str | None:
+    """Why ``url`` goes through a transaction pooler (its host or port is a known pooler's), else None."""
+    try:
+        params = conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return None
+    host = str(params.get("host") or "").lower()
+    port = str(params.get("port") or "")
+    if host.endswith(".pooler.supabase.com") and port == "6543":
+        return "Supabase's transaction pooler (port 6543)"
+    if re.search(r"-pooler\.", host) and "neon" in host:
+        return "Neon's pooled endpoint (-pooler host)"
+    if re.search(r"\.proxy-[a-z0-9]+\.", host) and host.endswith(".rds.amazonaws.com"):
+        return "an RDS Proxy endpoint"
+    if port == "6432":
+        return "port 6432 (PgBouncer's)"
+    return None
+
+
+def resolve_pooler(url: str, pooler: str | None = None) -> str:
+    """The pooler mode: ``pooler``, else ``SERVICE_POOLER``, else what the URL says, else ``"none"``."""
+    if pooler is not None:
+        if pooler not in _POOLER_MODES:
+            raise ValidationError(f'pooler must be "transaction" or "none", got {pooler!r}')
+        return pooler
+    env = os.environ.get("SERVICE_POOLER") or None
+    if env is not None:
+        if env not in _POOLER_MODES:
+            raise ValidationError(f'SERVICE_POOLER must be "transaction" or "none", got {env!r}')
+        return env
+    return "transaction" if pooler_from_url(url) else "none"
 
 
 def _first_line(e: BaseException) -> str:
@@ -80,6 +114,9 @@ class Client:
     ``database_url`` defaults to the environment variable ``DATABASE_URL``. ``connect_timeout`` (seconds)
     bounds the wait for a connection; ``heartbeat_interval`` (seconds) is the workers' heartbeat
     interval, for counting live runtimes in :meth:`health_check` (live: heartbeated within three).
+    ``pooler`` is ``"transaction"`` when the URL goes through a transaction pooler (PgBouncer in transaction
+    mode, Supavisor, Neon's pooled endpoint, RDS Proxy): statements are then never prepared. Default: the
+    environment variable ``SERVICE_POOLER``, else recognised from the URL's host or port, else ``"none"``.
     """
 
     def __init__(
@@ -90,6 +127,7 @@ class Client:
         *,
         connect_timeout: float = 10.0,
         heartbeat_interval: float = 30.0,
+        pooler: str | None = None,
     ) -> None:
         url = database_url if database_url is not None else os.environ.get("DATABASE_URL") or None
         if not url:
@@ -115,13 +153,19 @@ class Client:
         self._connect_timeout = float(connect_timeout)
         self._live_ms = int(3 * heartbeat_interval * 1000)
         self._max_connections = max_connections
+        self._pooler = resolve_pooler(url, pooler)
+        kwargs: dict[str, Any] = {"connect_timeout": max(1, round(self._connect_timeout))}
+        if self._pooler == "transaction":
+            # psycopg prepares a statement run 5 times on a connection (a named prepared statement), which a
+            # transaction pooler does not keep: never prepare.
+            kwargs["prepare_threshold"] = None
         self._pool = ConnectionPool(
             url,
             min_size=0,
             max_size=max_connections,
             open=False,
             timeout=self._connect_timeout,
-            kwargs={"connect_timeout": max(1, round(self._connect_timeout))},
+            kwargs=kwargs,
             name=f"svc_queue:{schema}",
         )
         self._opened = False
@@ -138,6 +182,11 @@ class Client:
     @property
     def max_connections(self) -> int:
         return self._max_connections
+
+    @property
+    def pooler(self) -> str:
+        """``"transaction"`` when the connections go through a transaction pooler, else ``"none"``."""
+        return self._pooler
 
     def _open_pool(self) -> ConnectionPool:
         with self._lock:
@@ -446,6 +495,7 @@ class Client:
             "storage_transition": "unknown",
             "live_runtimes": 0,
             "unhealthy_runtimes": 0,
+            "pooler": self._pooler,  # type: ignore[typeddict-item]  # a str, checked by resolve_pooler
         }
         try:
             with self.connection() as conn:
@@ -471,7 +521,7 @@ class Client:
                     f"select {self._q}.health(%s, %s)", (EXPECTED_SCHEMA_VERSION, self._live_ms)
                 ).fetchone()
                 assert row is not None
-                report: ClusterHealth = row[0]
+                report: ClusterHealth = {**row[0], "pooler": self._pooler}
                 return report
         except ConnectTimeoutError as e:
             why = e.reason
@@ -624,6 +674,22 @@ def _time(v: Any) -> datetime | None:
     return t.astimezone(timezone.utc).replace(microsecond=t.microsecond // 1000 * 1000)
 
 
+def _job_error(e: Any) -> Any:
+    """An attempt's error as stored: the message, then its stack after U+001E; split into error and stack."""
+    if not isinstance(e, dict) or not isinstance(e.get("error"), str):
+        return e
+    message, sep, stack = e["error"].partition("\x1e")
+    if sep:
+        return {**e, "error": message, "stack": stack}
+    if "stack" not in e and message.startswith("rescued: "):
+        return {
+            **e,
+            "stack": f"the leader rescued this attempt ({message[9:]}): the process running it stopped "
+            "heartbeating or overran its deadline, so no error of the handler was recorded; its own log may say more",
+        }
+    return e
+
+
 def _job_from_json(j: Mapping[str, Any]) -> Job:
     """A job from the SQL API's JSON (the REST shape)."""
     run_at = _time(j["run_at"])
@@ -645,7 +711,7 @@ def _job_from_json(j: Mapping[str, Any]) -> Job:
         finalized_at=_time(j.get("finalized_at")),
         heartbeat_at=_time(j.get("heartbeat_at")),
         deadline_at=_time(j.get("deadline_at")),
-        errors=list(j.get("errors") or []),
+        errors=[_job_error(e) for e in j.get("errors") or []],
         tags=list(j.get("tags") or []),
         metadata=j.get("metadata") or {},
         result=j.get("result"),

@@ -60,7 +60,8 @@ class Job:
     heartbeat_at: datetime | None
     deadline_at: datetime | None
     errors: list[dict[str, Any]]
-    """One entry per failed attempt: ``{attempt, at, error, terminal?}``."""
+    """One entry per failed attempt: ``{attempt, at, error, terminal?, stack?}`` (``stack``: the handler's
+    stack, an HTTP function's status and answer, or a rescue's reason; at most 8 KB)."""
     tags: list[str]
     metadata: dict[str, Any]
     result: Any
@@ -136,5 +137,7 @@ class ClusterHealth(TypedDict):
     storage_transition: str
     live_runtimes: int
     unhealthy_runtimes: int
+    pooler: Literal["transaction", "none"]
+    """``transaction`` when the client's connections go through a transaction pooler."""
     reason: NotRequired[str]
     """Why ``ready`` is false; absent when ready."""

@@ -287,3 +287,26 @@ def test_malformed_callback_id_raises_and_writes_nothing(client: Client, schema:
     after = client.get_job(job.id)
     assert after is not None and after.state == "available" and after.result is None
     assert count_jobs(schema) == 1
+
+
+def test_job_errors_split_message_and_stack() -> None:
+    """An attempt's error is stored as the message, U+001E, then the stack (as the TypeScript worker writes
+    it); reads give ``error`` and ``stack`` apart, and a rescued attempt gets the leader's account."""
+    from svc_queue.client import _job_from_json
+
+    base = {
+        "id": 1, "kind": "k", "queue": "default", "args": {}, "state": "failed", "priority": 2,
+        "attempt": 2, "max_attempts": 2, "run_at": "2026-01-01T00:00:00.000Z",
+        "created_at": "2026-01-01T00:00:00.000Z", "lease": 2,
+    }
+    job = _job_from_json({**base, "errors": [
+        {"attempt": 1, "at": "2026-01-01T00:00:01.000Z", "error": "boom\x1eError: boom\n    at h (a.ts:1:1)"},
+        {"attempt": 2, "at": "2026-01-01T00:00:02.000Z", "error": "rescued: heartbeat stale", "terminal": True},
+        {"attempt": 3, "at": "2026-01-01T00:00:03.000Z", "error": "plain"},
+    ]})
+    assert job.errors[0] == {
+        "attempt": 1, "at": "2026-01-01T00:00:01.000Z", "error": "boom", "stack": "Error: boom\n    at h (a.ts:1:1)",
+    }
+    assert job.errors[1]["error"] == "rescued: heartbeat stale"
+    assert job.errors[1]["stack"].startswith("the leader rescued this attempt (heartbeat stale)")
+    assert "stack" not in job.errors[2]

@@ -24,6 +24,7 @@ def not_ready(**fields: object) -> dict[str, object]:
         "storage_transition": "unknown",
         "live_runtimes": 0,
         "unhealthy_runtimes": 0,
+        "pooler": "none",
         **fields,
     }
 

@@ -5,6 +5,7 @@
 import { type Command, InvalidArgumentError } from "npm:commander@14.0.3";
 import { type Client, createClient } from "../client/client.ts";
 import { connectWithin, poolTarget } from "../db/connection.ts";
+import type { AdminLimits } from "../db/admin_guard.ts";
 import { env } from "../runtime/runtime.ts";
 import {
   CronNotFoundError,
@@ -44,6 +45,47 @@ export function connectTimeoutOption(cmd: Command): Command {
     intArg("--connect-timeout", 1, 300),
   );
 }
+
+/** Default `--statement-timeout`, in seconds. */
+export const DEFAULT_STATEMENT_TIMEOUT = 30;
+
+/** The `--statement-timeout` option (no commander default, like `--connect-timeout`). */
+export function statementTimeoutOption(cmd: Command): Command {
+  return cmd.option(
+    "--statement-timeout <seconds>",
+    "give up on an admin read or change that runs longer than this (1 to 3600; default: env " +
+      `SERVICE_STATEMENT_TIMEOUT, else ${DEFAULT_STATEMENT_TIMEOUT}; migrate and storage steps are not limited)`,
+    intArg("--statement-timeout", 1, 3600),
+  );
+}
+
+/** `--statement-timeout` of the command or the program, else SERVICE_STATEMENT_TIMEOUT, else 30 (seconds). */
+export function statementTimeoutOf(cmd: Command): number {
+  const flag = cmd.optsWithGlobals().statementTimeout;
+  if (flag !== undefined) return flag;
+  const v = env("SERVICE_STATEMENT_TIMEOUT");
+  if (v === undefined) return DEFAULT_STATEMENT_TIMEOUT;
+  if (!/^\d{1,4}$/.test(v) || Number(v) < 1 || Number(v) > 3600) {
+    throw new UsageError(`SERVICE_STATEMENT_TIMEOUT must be 1 to 3600 seconds, got ${JSON.stringify(v)}`);
+  }
+  return Number(v);
+}
+
+/** The admin limits of a command's pool (`src/db/admin_guard.ts`). */
+function adminLimits(cmd: Command, scope: AdminLimits["scope"], maxConcurrent: number): AdminLimits {
+  const statementTimeoutMs = statementTimeoutOf(cmd) * 1000;
+  return {
+    statementTimeoutMs,
+    maxConcurrent,
+    // A command runs its statements one after the other: it waits its turn. A server answers 503 busy.
+    waitMs: scope === "always" ? 10 * statementTimeoutMs : SERVE_BUSY_WAIT_MS,
+    scope,
+    timeoutFix: "--statement-timeout (SERVICE_STATEMENT_TIMEOUT)",
+  };
+}
+
+/** How long a request of `svc serve` waits for room on the pool before it is answered 503 `busy`. */
+export const SERVE_BUSY_WAIT_MS = 2_000;
 
 /** Wraps a check that throws into a commander parser: a bad value is a usage error (exit 2). */
 export function argParser<T>(check: (v: string) => T): (v: string) => T {
@@ -87,7 +129,7 @@ export function dbOptions(cmd: Command): Command {
 
 /** Adds the shared connection options to a command. */
 export function withDb(cmd: Command): Command {
-  return connectTimeoutOption(dbOptions(cmd));
+  return statementTimeoutOption(connectTimeoutOption(dbOptions(cmd)));
 }
 
 /** `--schema` of the command or the program, else SERVICE_SCHEMA (a bad one is a usage error), else undefined. */
@@ -141,18 +183,26 @@ export function databaseUrl(cmd: Command): string {
  * A one-connection client for an operator command (docs/reference/cli.md). The driver's own connect
  * timeout is a second longer than `--connect-timeout`, so that the deadline of `connectCli` speaks first.
  */
-export function cliClient(cmd: Command): Client {
+export function cliClient(cmd: Command, opts: { limited?: boolean } = {}): Client {
   return createClient({
     databaseUrl: databaseUrl(cmd),
     schema: schemaOf(cmd),
     maxConnections: 1,
     connectTimeout: connectTimeoutOf(cmd) + 1,
+    ...(opts.limited === false ? {} : { adminLimits: adminLimits(cmd, "always", 1) }),
   });
 }
 
-/** Runs `fn` with a client and closes it. Connection failures become one line naming the fix. */
-export async function withClient<T>(cmd: Command, fn: (c: Client) => Promise<T>): Promise<T> {
-  const client = cliClient(cmd);
+/**
+ * Runs `fn` with a client and closes it. Connection failures become one line naming the fix. Its
+ * statements run under `--statement-timeout` unless `limited: false` (migrate, storage steps).
+ */
+export async function withClient<T>(
+  cmd: Command,
+  fn: (c: Client) => Promise<T>,
+  opts: { limited?: boolean } = {},
+): Promise<T> {
+  const client = cliClient(cmd, opts);
   try {
     await connectCli(client, cmd);
     return await fn(client);
@@ -221,21 +271,24 @@ export function intArg(name: string, min: number, max: number): (v: string) => n
  * the HTTP API: nothing PostgreSQL cannot store, no number a double would change.
  */
 export function jsonObjectArg(name: string): (v: string) => Record<string, unknown> {
-  return (v) => {
-    const parsed = parseJsonInput(v);
-    if (!parsed.ok) {
-      throw new InvalidArgumentError(
-        parsed.syntax
-          ? `${name} is ${parsed.problem}; pass an object such as '{"to":"a@example.com"}'`
-          : `${name}: ${parsed.problem}`,
-      );
-    }
-    const o = parsed.value;
-    if (typeof o !== "object" || o === null || Array.isArray(o)) {
-      throw new InvalidArgumentError(`${name} must be a JSON object such as '{"to":"a@example.com"}'`);
-    }
-    return o as Record<string, unknown>;
-  };
+  return (v) => parseJsonObject(name, v);
+}
+
+/** `v` as a JSON object; an InvalidArgumentError naming `name` otherwise. */
+export function parseJsonObject(name: string, v: string): Record<string, unknown> {
+  const parsed = parseJsonInput(v);
+  if (!parsed.ok) {
+    throw new InvalidArgumentError(
+      parsed.syntax
+        ? `${name} is ${parsed.problem}; pass an object such as '{"to":"a@example.com"}'`
+        : `${name}: ${parsed.problem}`,
+    );
+  }
+  const o = parsed.value;
+  if (typeof o !== "object" || o === null || Array.isArray(o)) {
+    throw new InvalidArgumentError(`${name} must be a JSON object such as '{"to":"a@example.com"}'`);
+  }
+  return o as Record<string, unknown>;
 }
 
 /** An argument parser for an RFC 3339 time with a zone (`2026-12-01T09:00:00Z`) of a day that exists. */
@@ -296,5 +349,7 @@ export function servingClient(cmd: Command, poolMax: number | undefined): Client
     schema: schemaOf(cmd),
     maxConnections: size,
     connectTimeout: connectTimeoutOf(cmd) + 1,
+    // Admin requests leave a connection to the callback receiver on the same pool.
+    adminLimits: adminLimits(cmd, "requests", Math.max(1, size - 1)),
   });
 }

@@ -8,7 +8,7 @@
 import { Command } from "npm:commander@14.0.3";
 import { type Dev, startDev } from "../dev/dev.ts";
 import { EmbeddedPostgresError, killEmbeddedServers } from "../dev/embedded_postgres.ts";
-import { env, eprintln, exit, onShutdownSignal } from "../runtime/runtime.ts";
+import { env, eprintln, exit, onShutdownSignal, singleBinary } from "../runtime/runtime.ts";
 import { CliError, connectTimeoutOf, intArg, schemaOf, toCliError, UsageError, withDb } from "./common.ts";
 
 /** A database URL without its password, for printing. */
@@ -57,6 +57,13 @@ export function devCommand(): Command {
         throw new UsageError(
           `${o.fresh ? "--fresh" : "--pg-port"} is about the embedded PostgreSQL; with --database-url / ` +
             "DATABASE_URL svc dev uses that PostgreSQL as it is (drop its schema yourself to start over)",
+        );
+      }
+      if (!databaseUrl && singleBinary()) {
+        // The embedded PostgreSQL is an npm package of 25 MB that the single binaries do not hold.
+        throw new CliError(
+          "svc dev in a single binary needs a PostgreSQL server: set DATABASE_URL or pass --database-url " +
+            "(the embedded PostgreSQL comes with the npm and JSR packages only)",
         );
       }
       // Signals count from the start: a Ctrl-C while the server starts stops everything once started.

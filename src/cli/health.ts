@@ -8,17 +8,24 @@ import type { ClusterHealth } from "../types.ts";
 import { ConnectTimeoutError } from "../errors.ts";
 import { cliClient, CliError, connectCli, printJson, withDb } from "./common.ts";
 
-/** The report as `svc health` prints it. */
+/**
+ * The report as `svc health` prints it, with the same figures as `--json`. The reason of a cluster that
+ * is not ready is left out: the command prints it once, as its error line.
+ */
 export function healthText(h: ClusterHealth): string {
   const reached = h.postgres === "connected";
+  const notCounted = !reached ? "the database was not reached" : "the schema could not be read";
   return [
     `ready: ${h.ready ? "yes" : "no"}`,
     `postgres: ${h.postgres}`,
     `schema version: ${h.schema_version ?? (reached ? "none (not installed)" : "unknown")} ` +
     `(binary expects >= ${h.expected_schema_version})`,
     `storage: ${h.ready ? h.storage : "unknown"}`,
-    `live runtimes: ${h.ready ? `${h.live_runtimes} (${h.unhealthy_runtimes} unhealthy)` : "unknown"}`,
-    ...(h.reason ? [`reason: ${h.reason}`] : []),
+    `live runtimes: ${h.live_runtimes} (${
+      h.ready ? `${h.unhealthy_runtimes} unhealthy` : `not counted: ${notCounted}`
+    })`,
+    ...(h.pooler === "transaction" ? ["connection: through a transaction pooler"] : []),
+    ...(h.reason && h.ready ? [`reason: ${h.reason}`] : []),
   ].join("\n");
 }
 

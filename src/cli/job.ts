@@ -1,19 +1,23 @@
-/** `svc job list|get|enqueue|retry|cancel|retry-failed`. */
+/** `svc job list|get|enqueue|retry|cancel|delete|retry-failed`. */
 import { Command, InvalidArgumentError } from "npm:commander@14.0.3";
 import { InvalidStateError, JobNotFoundError } from "../errors.ts";
 import { callbackToJson, jobToJson } from "../wire.ts";
 import { type Job, JOB_STATES, type JobState } from "../types.ts";
+import { readInput } from "../runtime/runtime.ts";
+import { utf8Text } from "../validation.ts";
 import {
   CliError,
   cursorArg,
   intArg,
   jsonObjectArg,
   kindArg,
+  parseJsonObject,
   printJson,
   printTable,
   queueArg,
   timeArg,
   timeText,
+  UsageError,
   withClient,
   withDb,
 } from "./common.ts";
@@ -32,13 +36,25 @@ function parseStates(v: string): JobState[] {
 
 const parseId = intArg("job id", 1, Number.MAX_SAFE_INTEGER);
 
-/** Prints one job: JSON, or `key: value` lines. */
+/** Prints one job: JSON, or `key: value` lines, each attempt's error on its own lines with its stack indented. */
 function printJob(job: Job, json: boolean): void {
   if (json) return printJson(jobToJson(job));
   const j = jobToJson(job);
   for (const [k, v] of Object.entries(j)) {
+    if (k === "errors") continue;
     console.log(`${k}: ${v === null ? "-" : typeof v === "object" ? JSON.stringify(v) : v}`);
   }
+  console.log(`errors: ${job.errors.length ? "" : "-"}`);
+  for (const e of job.errors) {
+    console.log(`  attempt ${e.attempt} at ${e.at}${e.terminal ? " (terminal)" : ""}: ${e.error}`);
+    if (e.stack) console.log(e.stack.split("\n").map((l) => `    ${l}`).join("\n"));
+  }
+}
+
+/** The error a job's latest attempt ended with: only for a failed or retryable job (others ended otherwise). */
+function lastError(j: Job): string | null {
+  if ((j.state !== "failed" && j.state !== "retryable") || j.errors.length === 0) return null;
+  return j.errors[j.errors.length - 1].error.split("\n")[0].slice(0, 60);
 }
 
 function listCommand(): Command {
@@ -69,7 +85,7 @@ function listCommand(): Command {
             j.state,
             `${j.attempt}/${j.effectiveMaxAttempts ?? j.maxAttempts}`, // the limit that applied (D-9)
             timeText(j.runAt),
-            j.errors.length ? j.errors[j.errors.length - 1].error.split("\n")[0].slice(0, 60) : null,
+            lastError(j),
           ]),
           "no jobs match",
         );
@@ -107,7 +123,12 @@ function enqueueCommand(): Command {
   return withDb(new Command("enqueue"))
     .description("enqueue a job")
     .argument("<kind>", "job kind (the handler's name)", kindArg)
-    .option("--args <json>", "the job's args, a JSON object", jsonObjectArg("--args"), {})
+    .option(
+      "--args <json>",
+      "the job's args, a JSON object (- reads it from standard input)",
+      (v: string) => v === "-" ? STDIN : jsonObjectArg("--args")(v),
+    )
+    .option("--args-file <path>", "read the args (a JSON object) from this file; - is standard input")
     .option("--queue <queue>", "queue", queueArg, "default")
     .option("--priority <n>", "1 (highest) to 4", intArg("--priority", 1, 4), 2)
     .option(
@@ -124,11 +145,13 @@ function enqueueCommand(): Command {
     .option("--json", "print the job as JSON")
     .addHelpText(
       "after",
-      `\nExample:\n  svc job enqueue send_email --args '{"to":"a@example.com"}' --queue mail --priority 1`,
+      `\nExamples:\n  svc job enqueue send_email --args '{"to":"a@example.com"}' --queue mail --priority 1\n` +
+        `  svc job enqueue import --args-file big.json\n  produce-args | svc job enqueue import --args -`,
     )
     .action(async (kind: string, o, cmd: Command) => {
+      const args = await enqueueArgs(o.args, o.argsFile);
       await withClient(cmd, async (client) => {
-        const job = await client.enqueue(kind, o.args, {
+        const job = await client.enqueue(kind, args, {
           queue: o.queue,
           priority: o.priority,
           runAt: o.runAt,
@@ -142,6 +165,35 @@ function enqueueCommand(): Command {
         );
       });
     });
+}
+
+/** Marks `--args -`: the args come from standard input. */
+const STDIN = Symbol("stdin");
+
+/** The args of `svc job enqueue`: inline, from a file, or from standard input (`-`); `{}` when none. */
+async function enqueueArgs(
+  inline: Record<string, unknown> | typeof STDIN | undefined,
+  file: string | undefined,
+): Promise<Record<string, unknown>> {
+  if (inline !== undefined && file !== undefined) {
+    throw new UsageError("--args and --args-file cannot be used together: pass the args one way");
+  }
+  if (inline !== STDIN && file === undefined) return inline ?? {};
+  const path = file ?? "-";
+  const name = path === "-" ? "the args on standard input" : `--args-file ${path}`;
+  let bytes: Uint8Array;
+  try {
+    bytes = await readInput(path);
+  } catch (e) {
+    throw new CliError(`cannot read ${name}: ${(e as Error).message}`);
+  }
+  const text = utf8Text(bytes);
+  if (text === null) throw new UsageError(`${name} is not UTF-8 text`);
+  try {
+    return parseJsonObject(name, text);
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
 }
 
 function retryCommand(): Command {
@@ -186,6 +238,29 @@ function cancelCommand(): Command {
     });
 }
 
+function deleteCommand(): Command {
+  return withDb(new Command("delete"))
+    .description("delete a completed, failed or cancelled job and its callbacks")
+    .argument("<id>", "job id", parseId)
+    .option("--json", "print the deleted job as JSON")
+    .action(async (id: number, o, cmd: Command) => {
+      await withClient(cmd, async (client) => {
+        const job = await client.deleteJob(id).catch((e) => {
+          if (e instanceof InvalidStateError) {
+            throw new CliError(
+              `${
+                e.message.replace(/ \(cancel it first\)$/, "")
+              }; cancel it first with \`svc job cancel ${id}\``,
+            );
+          }
+          throw e;
+        });
+        if (o.json) return printJson(jobToJson(job));
+        console.log(`deleted job ${job.id} (${job.kind} on queue ${job.queue}, ${job.state})`);
+      });
+    });
+}
+
 function retryFailedCommand(): Command {
   return withDb(new Command("retry-failed"))
     .description("run every failed job again (optionally of one kind or queue)")
@@ -204,11 +279,12 @@ function retryFailedCommand(): Command {
 /** `svc job ...`. */
 export function jobCommand(): Command {
   return new Command("job")
-    .description("list, inspect, enqueue, retry and cancel jobs")
+    .description("list, inspect, enqueue, retry, cancel and delete jobs")
     .addCommand(listCommand())
     .addCommand(getCommand())
     .addCommand(enqueueCommand())
     .addCommand(retryCommand())
     .addCommand(cancelCommand())
+    .addCommand(deleteCommand())
     .addCommand(retryFailedCommand());
 }

@@ -94,6 +94,6 @@ export function migrateCommand(): Command {
             ? `migrated schema ${client.schema} from version ${r.from} to ${r.to} (storage engine ${r.engine})`
             : `schema ${client.schema} already at version ${r.to}; nothing to do (storage engine ${r.engine})`,
         );
-      });
+      }, { limited: false });
     });
 }

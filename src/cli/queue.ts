@@ -2,6 +2,7 @@
 import { Command } from "npm:commander@14.0.3";
 import { queueToJson } from "../wire.ts";
 import { printJson, printTable, queueArg, withClient, withDb } from "./common.ts";
+import { queuesWithCoverage } from "../client/coverage.ts";
 
 function ageText(seconds: number | null): string {
   if (seconds === null) return "-";
@@ -12,12 +13,20 @@ function ageText(seconds: number | null): string {
 
 function listCommand(): Command {
   return withDb(new Command("list"))
-    .description("per queue: job counts by state, paused, age of the oldest available job")
-    .option("--json", "print JSON: {queues: [{name, paused, counts, oldest_available_age_seconds}]}")
+    .description(
+      "per queue: job counts by state, paused, age of the oldest available job, and whether a live runtime " +
+        "will run its available jobs",
+    )
+    .option(
+      "--json",
+      "print JSON: {queues: [{name, paused, counts, oldest_available_age_seconds, live_runtimes, unhandled_kinds}]}",
+    )
     .action(async (o, cmd: Command) => {
       await withClient(cmd, async (client) => {
-        const queues = await client.listQueues();
-        if (o.json) return printJson({ queues: queues.map(queueToJson) });
+        const { queues, byName: cov } = await queuesWithCoverage(client);
+        const live = (name: string) => cov.get(name)?.liveRuntimes ?? 0;
+        const unhandled = (name: string) => cov.get(name)?.unhandledKinds ?? [];
+        if (o.json) return printJson({ queues: queues.map((q) => queueToJson(q, cov.get(q.name))) });
         printTable(
           [
             "QUEUE",
@@ -31,6 +40,8 @@ function listCommand(): Command {
             "FAILED",
             "CANCELLED",
             "OLDEST",
+            "RUNTIMES",
+            "NOT RUN",
           ],
           queues.map((q) => [
             q.name,
@@ -44,6 +55,14 @@ function listCommand(): Command {
             q.counts.failed,
             q.counts.cancelled,
             ageText(q.oldestAvailableAgeSeconds),
+            live(q.name),
+            q.counts.available === 0
+              ? null
+              : live(q.name) === 0
+              ? "no live runtime serves this queue"
+              : unhandled(q.name).length
+              ? `no handler for ${unhandled(q.name).join(", ")}`
+              : null,
           ]),
           "no queues yet (a queue appears with its first job or when paused)",
         );

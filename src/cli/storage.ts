@@ -57,7 +57,7 @@ function simpleStep(command: "prepare" | "enter-mixed-transition" | "abort", des
     .description(description)
     .addHelpText("after", "\nExit codes: 0 done or nothing to do, 1 failure, 2 usage error, 3 blocked.")
     .action(async (_o, cmd: Command) => {
-      await withClient(cmd, (client) => step(client, command));
+      await withClient(cmd, (client) => step(client, command), { limited: false });
     });
 }
 
@@ -133,7 +133,7 @@ function finalizeCommand(): Command {
     )
     .addHelpText("after", "\nExit codes: 0 done or nothing to do, 1 failure, 2 usage error, 3 blocked.")
     .action(async (o, cmd: Command) => {
-      await withClient(cmd, (client) => finalize(client, o));
+      await withClient(cmd, (client) => finalize(client, o), { limited: false });
     });
 }
 

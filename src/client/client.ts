@@ -4,6 +4,9 @@
  */
 import { connect, type Db, type Sql } from "../db/connection.ts";
 import { type Driver, postgresDriver } from "../db/driver.ts";
+import { deadlineDriver } from "./first_connection.ts";
+import { type PoolerMode, resolvePooler } from "../db/pooler.ts";
+import { type AdminLimits, guardDb } from "../db/admin_guard.ts";
 import { DEFAULT_SCHEMA, type SchemaNames, schemaNames } from "../db/names.ts";
 import { migrate as runMigrations, type MigrateOptions, type MigrateResult } from "../db/migrate.ts";
 import { EXPECTED_SCHEMA_VERSION, readSchemaVersion, schemaCompatible } from "../db/schema_version.ts";
@@ -18,6 +21,7 @@ import {
 import { RoutedEngine } from "../storage/routed.ts";
 import type {
   ClusterHealth,
+  EnqueuedJobOf,
   EnqueueItem,
   EnqueueOptions,
   Job,
@@ -34,9 +38,23 @@ import { checkJobCursor, checkText } from "../validation.ts";
 import { type CronMethods, cronMethods } from "./cron.ts";
 import { svcMetrics } from "../metrics/svc_metrics.ts";
 import { activeTraceparent } from "../metrics/tracing.ts";
+import {
+  type AnyTasks,
+  argsValidationError,
+  checkArgs,
+  checkSchemaMap,
+  type EnqueueRest,
+  type SchemaMap,
+  type TaskInput,
+  type TaskKind,
+  type TaskSchemas,
+} from "../tasks.ts";
 
-/** Options of `createClient`. */
-export interface ClientOptions {
+/**
+ * Options of `createClient`. `T` is the task map (`createClient<Tasks>()`); `schemas` are checked against
+ * it.
+ */
+export interface ClientOptions<T extends object = AnyTasks> {
   /** Postgres URL; defaults to env DATABASE_URL. */
   databaseUrl?: string;
   /** A postgres.js pool of your own (the client then never closes it). */
@@ -47,8 +65,19 @@ export interface ClientOptions {
   maxConnections?: number;
   /** Postgres schema (default `svc`). */
   schema?: string;
-  /** Seconds to wait for a connection (default 10). */
+  /**
+   * Seconds to wait for the first connection of the client's own pool (default 10): a call made before
+   * any connection succeeded rejects with a ConnectTimeoutError after this long, also when the address
+   * answers but is not PostgreSQL.
+   */
   connectTimeout?: number;
+  /**
+   * `"transaction"` when `databaseUrl` goes through a transaction pooler (PgBouncer in transaction mode,
+   * Supavisor, Neon's pooled endpoint, RDS Proxy): no named prepared statements or other session state
+   * (docs/guide/poolers.md). Default: env SERVICE_POOLER, else recognised from the URL's host or port, else
+   * `"none"`. With `sql`, create that pool with `prepare: false` yourself.
+   */
+  pooler?: PoolerMode;
   /** Heartbeat interval the workers use, for counting live runtimes (default 30 000 ms). */
   heartbeatInterval?: number;
   /**
@@ -58,24 +87,48 @@ export interface ClientOptions {
   metrics?: boolean;
   /** Kinds that get a metric label of their own in a process that runs no worker of them. */
   metricsKinds?: string[];
+  /**
+   * Args schemas by kind, any Standard Schema validator (zod, valibot, arktype...): `enqueue` validates a
+   * kind's args with it and refuses invalid ones with a `ValidationError` naming each path. A worker that
+   * shares this client validates with them too, before the handler. Without a task map, the client's
+   * types come from them.
+   */
+  schemas?: TaskSchemas<T>;
+  /**
+   * @internal Bounds on the admin reads and changes of `svc serve` and the CLI (statement timeout,
+   * cancellation, 503 `busy`): `src/db/admin_guard.ts`.
+   */
+  adminLimits?: AdminLimits;
+}
+
+/**
+ * `enqueue` and `enqueueMany` checked against a task map `T`: a kind must be one of its kinds, and args
+ * its args type (a schema's input). What `client.transaction` and a handler's `ctx` offer.
+ */
+export interface Enqueuer<T extends object = AnyTasks> {
+  enqueue<K extends TaskKind<T>>(
+    kind: K,
+    ...rest: EnqueueRest<TaskInput<T[K]>, Omit<EnqueueOptions, "tx">>
+  ): Promise<EnqueuedJobOf<T[K]>>;
+  enqueueMany(items: EnqueueItem<T>[]): Promise<Job[]>;
 }
 
 /** What `client.transaction` hands to its callback. */
-export interface ClientTransaction {
-  enqueue(kind: string, args?: Record<string, unknown>, opts?: Omit<EnqueueOptions, "tx">): Promise<Job>;
-  enqueueMany(items: EnqueueItem[]): Promise<Job[]>;
+export interface ClientTransaction<T extends object = AnyTasks> extends Enqueuer<T> {
   /** The driver's transaction: run your own statements in it (postgres.js `tx`, or your driver's own). */
   sql: any;
   /** The same transaction as a `Db` (`query(text, params)`), whatever the driver. */
   db: Db;
 }
 
-/** The client (its cron methods are in `./cron.ts`). */
-export interface Client extends CronMethods {
+/** The client (its cron methods are in `./cron.ts`). `T` is its task map. */
+export interface Client<T extends object = AnyTasks> extends CronMethods {
   readonly schema: string;
+  /** The args schemas of `ClientOptions.schemas`, by kind (empty without). */
+  readonly schemas: Readonly<SchemaMap>;
   /** The shared postgres.js pool (throws with a driver of your own that has none: use `db`). */
   readonly sql: Sql;
-  /** The driver: SQL (`db`), LISTEN, the leader lock. */
+  /** The driver: SQL (`db`), LISTEN, whether it goes through a pooler. */
   readonly driver: Driver;
   /** SQL through the driver: `query(text, params)`, `exec(script)`, `begin(fn)`. */
   readonly db: Db;
@@ -87,13 +140,24 @@ export interface Client extends CronMethods {
   migrate(opts?: MigrateOptions): Promise<MigrateResult>;
   /** Current and expected schema version. */
   schemaStatus(): Promise<{ current: number | null; expected: number }>;
-  enqueue(kind: string, args?: Record<string, unknown>, opts?: EnqueueOptions): Promise<Job>;
-  enqueueMany(items: EnqueueItem[], opts?: { tx?: unknown }): Promise<Job[]>;
-  transaction<T>(fn: (tx: ClientTransaction) => Promise<T>): Promise<T>;
+  /** Enqueues one job; `opts.tx` joins a transaction of your own. */
+  enqueue<K extends TaskKind<T>>(
+    kind: K,
+    ...rest: EnqueueRest<TaskInput<T[K]>, EnqueueOptions>
+  ): Promise<EnqueuedJobOf<T[K]>>;
+  /** Enqueues many jobs in one statement (all or none); `opts.tx` joins a transaction of your own. */
+  enqueueMany(items: EnqueueItem<T>[], opts?: { tx?: unknown }): Promise<Job[]>;
+  /** Runs `fn` in a transaction: its enqueues and its own statements commit or roll back together. */
+  transaction<R>(fn: (tx: ClientTransaction<T>) => Promise<R>): Promise<R>;
   getJob(id: number): Promise<Job | null>;
   listJobs(opts?: ListJobsOptions): Promise<JobPage>;
   cancel(id: number): Promise<Job>;
   retry(id: number): Promise<Job>;
+  /**
+   * Deletes a finished job (completed, failed or cancelled) and its callbacks; returns the job as it was.
+   * A job that has not finished is refused (InvalidStateError): cancel it first.
+   */
+  deleteJob(id: number): Promise<Job>;
   /** Cancels every unfinished job the filter matches; with `dryRun` only counts them. */
   bulkCancel(filter: JobFilter, opts?: { dryRun?: boolean }): Promise<number>;
   /** Retries every finished job the filter matches; with `dryRun` only counts them. */
@@ -130,28 +194,61 @@ export interface Client extends CronMethods {
   close(): Promise<void>;
 }
 
-/** Creates a client. Connections open lazily on first use. */
-export function createClient(opts: ClientOptions = {}): Client {
+/**
+ * Creates a client. Connections open lazily on first use. `createClient<Tasks>()` types it by a task map;
+ * `createClient({ schemas })` without one takes its types from the schemas.
+ */
+export function createClient<S extends SchemaMap>(opts: ClientOptions<S> & { schemas: S }): Client<S>;
+export function createClient<T extends object = AnyTasks>(opts?: ClientOptions<T>): Client<T>;
+// Untyped, and what `ReturnType<typeof createClient>` gives.
+export function createClient(opts?: ClientOptions): Client;
+export function createClient(opts: ClientOptions<any> = {}): Client<any> {
+  const schemas = checkSchemaMap("schemas", opts.schemas);
   const names = schemaNames(opts.schema ?? DEFAULT_SCHEMA);
   let driver: Driver;
   if (opts.driver) {
     driver = opts.driver;
   } else if (opts.sql) {
-    driver = postgresDriver(opts.sql);
+    driver = postgresDriver(opts.sql, { pooler: resolvePooler(undefined, opts.pooler).mode });
   } else {
     const url = opts.databaseUrl ?? env("DATABASE_URL");
     if (!url) throw new ValidationError("no database URL: pass databaseUrl or set DATABASE_URL");
-    const sql = connect(url, { max: opts.maxConnections ?? 10, connectTimeout: opts.connectTimeout });
-    driver = postgresDriver(sql, { owned: true });
+    const connectTimeout = opts.connectTimeout ?? 10;
+    if (typeof connectTimeout !== "number" || !Number.isFinite(connectTimeout) || connectTimeout <= 0) {
+      throw new ValidationError("connectTimeout must be a positive number of seconds");
+    }
+    const pooler = resolvePooler(url, opts.pooler).mode;
+    // The first connection has a deadline, also against an address that is not PostgreSQL.
+    driver = deadlineDriver(
+      () =>
+        connect(url, { max: opts.maxConnections ?? 10, connectTimeout, prepare: pooler !== "transaction" }),
+      connectTimeout * 1000,
+      pooler,
+    );
   }
-  const db = driver.db;
+  const db = opts.adminLimits ? guardDb(driver.db, opts.adminLimits) : driver.db;
   const heartbeatInterval = opts.heartbeatInterval ?? 30_000;
   const engine = new RoutedEngine(db, names, { liveWithinMs: 3 * heartbeatInterval });
 
   const metrics = opts.metrics === false ? null : svcMetrics();
   if (opts.metricsKinds) metrics?.knowKinds(opts.metricsKinds);
+  const hasSchemas = Object.keys(schemas).length > 0;
+  /** The items with their args checked by their kinds' schemas (stored as given). */
+  const validated = async (items: EnqueueItem[]): Promise<EnqueueItem[]> => {
+    if (!Array.isArray(items)) throw new ValidationError("enqueueMany takes an array of jobs");
+    for (const [i, item] of items.entries()) {
+      const schema = item && typeof item.kind === "string" && Object.hasOwn(schemas, item.kind)
+        ? schemas[item.kind]
+        : undefined;
+      if (!schema) continue;
+      const r = await checkArgs(schema, item.args ?? {});
+      if (!r.ok) throw argsValidationError(item.kind, r.issues, items.length > 1 ? `job ${i}: ` : "");
+    }
+    return items;
+  };
   const enqueueVia = async (target: Db, items: EnqueueItem[]): Promise<Job[]> => {
-    const normalized = items.map((i) => normalizeEnqueue(i));
+    // Without schemas, no await before the insert (enqueue is on producers' hot path).
+    const normalized = (hasSchemas ? await validated(items) : items).map((i) => normalizeEnqueue(i));
     // The producer's span, when it has one, becomes the parent of the jobs' attempt spans.
     const producer = activeTraceparent();
     if (producer) { for (const n of normalized) n.traceContext ??= producer; }
@@ -176,6 +273,7 @@ export function createClient(opts: ClientOptions = {}): Client {
 
   const client: Client = {
     schema: names.schema,
+    schemas,
     get sql(): Sql {
       if (!driver.sql) {
         throw new ValidationError(
@@ -216,6 +314,7 @@ export function createClient(opts: ClientOptions = {}): Client {
       return job;
     },
     retry: (id) => engine.retry(checkId(id)),
+    deleteJob: (id) => engine.deleteJob(checkId(id)),
     bulkCancel: async (f, o = {}) => await engine.bulkCancel(checkFilter(f), { dryRun: o.dryRun === true }),
     bulkRetry: async (f, o = {}) => await engine.bulkRetry(checkFilter(f), { dryRun: o.dryRun === true }),
     runningJobs: async (limit = 200) => {
@@ -247,7 +346,7 @@ export function createClient(opts: ClientOptions = {}): Client {
       }
       return resolveExternal(engine, id, "heartbeat", { timeoutSeconds: t });
     },
-    healthCheck: () => clusterHealth(db, names, 3 * heartbeatInterval),
+    healthCheck: () => clusterHealth(db, names, 3 * heartbeatInterval, driver.pooler ?? "none"),
     storageStatus: () => storageStatus(db, names, 3 * heartbeatInterval),
     async storageStep(command, o = {}) {
       const r = await storageStep(db, names, command, 3 * heartbeatInterval, o.lockTimeoutMs ?? 5_000);
@@ -282,7 +381,12 @@ function checkFilter<T extends JobFilter & { tag?: string; q?: string; cursor?: 
  * The `svc health --json` object, answered from the database alone: unreachable and unmigrated here,
  * the rest by the SQL API's `health()` (the one definition, which other languages call too).
  */
-async function clusterHealth(db: Db, names: SchemaNames, liveMs: number): Promise<ClusterHealth> {
+async function clusterHealth(
+  db: Db,
+  names: SchemaNames,
+  liveMs: number,
+  pooler: PoolerMode,
+): Promise<ClusterHealth> {
   const base: ClusterHealth = {
     ready: false,
     postgres: "unreachable",
@@ -292,6 +396,7 @@ async function clusterHealth(db: Db, names: SchemaNames, liveMs: number): Promis
     storage_transition: "unknown",
     live_runtimes: 0,
     unhealthy_runtimes: 0,
+    pooler,
   };
   try {
     await db.query("select 1");
@@ -314,5 +419,5 @@ async function clusterHealth(db: Db, names: SchemaNames, liveMs: number): Promis
     };
   }
   const [r] = await db.query(`select ${names.q}.health($1, $2) as h`, [EXPECTED_SCHEMA_VERSION, liveMs]);
-  return r.h as ClusterHealth;
+  return { ...r.h, pooler } as ClusterHealth;
 }

@@ -2,7 +2,7 @@
  * Callback signatures (docs/reference/protocol.md, "Signatures"): the lowercase hex BLAKE3 keyed hash
  * of the callback id (UTF-8), keyed with a 32-byte secret. It is not computed over the request body and
  * is not RFC HMAC, despite the option name `hmac_secret`. Test vectors:
- * `tests/fixtures/vectors/callback_signatures.json` (a copy of the spec's shared vectors).
+ * `tests/fixtures/vectors/callback_signatures.json` (the Python client is checked against the same file).
  *
  * @module
  */

@@ -29,6 +29,8 @@ export interface ConnectOptions {
   connectTimeout?: number;
   /** Application name shown in pg_stat_activity. */
   applicationName?: string;
+  /** Named prepared statements (default true); false through a transaction pooler. */
+  prepare?: boolean;
 }
 
 /** Opens a postgres.js pool that parses int8 as number (ids stay below 2^53) and stays quiet. */
@@ -36,6 +38,8 @@ export function connect(databaseUrl: string, opts: ConnectOptions = {}): Sql {
   return postgres(databaseUrl, {
     max: opts.max ?? 10,
     connect_timeout: opts.connectTimeout ?? 10,
+    // false: every statement unnamed (overrides the `prepare: true` of `fromPostgres`).
+    prepare: opts.prepare ?? true,
     idle_timeout: 60,
     onnotice: () => {},
     connection: { application_name: opts.applicationName ?? "svc" },
@@ -71,11 +75,23 @@ export function poolTarget(sql: Sql | undefined): string {
   return `${o.host[0]}:${o.port?.[0] ?? 5432}${o.database ? `/${o.database}` : ""}`;
 }
 
-/** A connection refused or reset, or a server starting up, shutting down or in recovery (57P01..57P03). */
-function isStartingOrRefused(e: unknown): boolean {
-  const code = String((e as { code?: unknown } | null)?.code ?? "");
-  return ["ECONNREFUSED", "ECONNRESET", "CONNECTION_CLOSED", "CONNECTION_ENDED", "57P01", "57P02", "57P03"]
-    .includes(code);
+/** Error codes of a connection refused, reset or closed under a statement, or of a server going away or coming up. */
+const STARTING_OR_REFUSED = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  // A statement written after the server closed the connection (an immediate restart between two statements).
+  "EPIPE",
+  "ECONNABORTED",
+  "CONNECTION_CLOSED",
+  "CONNECTION_ENDED",
+  "57P01", // admin_shutdown
+  "57P02", // crash_shutdown
+  "57P03", // cannot_connect_now (starting up, in recovery)
+]);
+
+/** A connection refused, reset or closed under a statement, or a server starting up, shutting down or in recovery. */
+export function isStartingOrRefused(e: unknown): boolean {
+  return STARTING_OR_REFUSED.has(String((e as { code?: unknown } | null)?.code ?? ""));
 }
 
 /**

@@ -27,8 +27,6 @@ export interface SchemaNames {
   callbacksChannel: string;
   /** NOTIFY channel with the new transition state as payload when the storage state changes. */
   storageChannel: string;
-  /** Advisory-lock key of the leader (session level). */
-  leaderLockKey: number;
   /** Advisory-lock key of migrations (transaction level). */
   migrateLockKey: number;
 }
@@ -54,7 +52,6 @@ export function schemaNames(schema: string = DEFAULT_SCHEMA): SchemaNames {
     abortChannel: `${schema}_cancel`,
     callbacksChannel: `${schema}_callbacks`,
     storageChannel: `${schema}_storage`,
-    leaderLockKey: lockKey(`svc:leader:${schema}`),
     migrateLockKey: lockKey(`svc:migrate:${schema}`),
   };
 }

@@ -2,16 +2,26 @@
 import type { Db } from "./connection.ts";
 import type { SchemaNames } from "./names.ts";
 
-/** The bundled migrations, in order; the last one's version is the expected schema version. */
-export const MIGRATIONS: readonly { version: number; file: string }[] = [
-  { version: 1, file: "0001_initial.sql" },
-  { version: 2, file: "0002_cron.sql" },
-  { version: 3, file: "0003_batched_callbacks.sql" },
-  { version: 4, file: "0004_queue_storage.sql" },
-  { version: 5, file: "0005_samples.sql" },
-  { version: 6, file: "0006_enqueue.sql" },
-  { version: 7, file: "0007_ring_slot_writes.sql" },
-];
+/**
+ * The baseline: the whole schema of a new database in one migration (version 10). Nothing of the older
+ * line was released, so its migrations 1 to 9 were squashed into it (ADR 017).
+ */
+export const BASELINE: { version: number; file: string } = { version: 10, file: "0010_baseline.sql" };
+
+/**
+ * How a database below the baseline reaches it: version 7 (the older line, canonical) through the DDL
+ * that versions 8 and 9 added; version 8 (a development state) through the DDL of 9 (`attempt_progress`);
+ * version 9 has the baseline's tables already. Versions 1 to 6 were never released as a line of their
+ * own: `svc migrate` refuses them.
+ */
+export const BASELINE_UPGRADES: Readonly<Record<number, string | null>> = {
+  7: "0010_baseline_from_v7.sql",
+  8: "0010_baseline_from_v8.sql",
+  9: null,
+};
+
+/** The migrations after the baseline, in order (forward-only from the first release on). */
+export const MIGRATIONS: readonly { version: number; file: string }[] = [BASELINE];
 
 /** The schema version this binary needs (workers run on any schema at or above it). */
 export const EXPECTED_SCHEMA_VERSION: number = MIGRATIONS[MIGRATIONS.length - 1].version;

@@ -121,6 +121,7 @@ export async function startDev(o: DevOptions = {}): Promise<Dev> {
     const secret = crypto.getRandomValues(new Uint8Array(32));
     handler = createAdminServer(client, {
       callbackAuth: { kind: "signed", secret },
+      defaultQueue: DEV_QUEUE, // the UI's enqueue form: the queue the dev worker serves
       logger: { info: () => {}, error: (line: string) => log(line) },
     }).fetch;
     const fn = exampleFunction(log);

@@ -20,8 +20,9 @@ import {
 import { SIGNATURE_HEADER, verify } from "../contract/signature.ts";
 import { SvcError, ValidationError } from "../errors.ts";
 import type { Logger } from "../types.ts";
-import { parseJsonInput } from "../validation.ts";
+import { parseJsonInput, utf8Text } from "../validation.ts";
 import { errorResponse, HttpError, json, STATUS_BY_CODE } from "./errors.ts";
+import { readBoundedBody } from "./body.ts";
 
 /** Statuses of refusals counted on the pending callback they name: bad signature, bad body, too large. */
 const COUNTED = new Set([400, 401, 413]);
@@ -146,7 +147,7 @@ export function createCallbackRouter(client: Client, opts: CallbackRouterOptions
         `callback id must be a UUID, got ${JSON.stringify(m.callbackId)}`,
       );
     }
-    const body = parseBody(m.action, await readBody(req));
+    const body = parseBody(m.action, await readBoundedBody(req, MAX_CALLBACK_BODY_BYTES));
     const r = await resolve(client, m.callbackId, body);
     const out: Record<string, unknown> = { job_id: r.jobId, callback_id: r.callbackId, state: r.state };
     if (r.timeoutAt) out.timeout_at = r.timeoutAt.toISOString();
@@ -199,38 +200,6 @@ function matchRoute(rest: string): { callbackId: string; action: CallbackAction 
   return { callbackId, action };
 }
 
-/** Reads the body, counting bytes as they arrive: Content-Length alone is not trusted. */
-async function readBody(req: Request): Promise<Uint8Array> {
-  const tooLarge = () =>
-    new HttpError(
-      "payload_too_large",
-      `request body is larger than ${MAX_CALLBACK_BODY_BYTES} bytes (1 MiB)`,
-    );
-  const declared = Number(req.headers.get("content-length") ?? "0");
-  if (declared > MAX_CALLBACK_BODY_BYTES) throw tooLarge();
-  if (!req.body) return new Uint8Array(0);
-  const reader = req.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    total += value.byteLength;
-    if (total > MAX_CALLBACK_BODY_BYTES) {
-      await reader.cancel().catch(() => {});
-      throw tooLarge();
-    }
-    chunks.push(value);
-  }
-  const out = new Uint8Array(total);
-  let at = 0;
-  for (const c of chunks) {
-    out.set(c, at);
-    at += c.byteLength;
-  }
-  return out;
-}
-
 const EXPECTED: Record<CallbackAction, string> = {
   complete: `{"payload": <any JSON, optional>}`,
   fail: `{"error": "<message>", "retryable": <true|false, optional>}`,
@@ -239,12 +208,8 @@ const EXPECTED: Record<CallbackAction, string> = {
 
 function parseBody(action: CallbackAction, bytes: Uint8Array): Body {
   const bad = (why: string) => new HttpError("invalid_body", `${why}; expected ${EXPECTED[action]}`);
-  let text: string;
-  try {
-    text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
-  } catch {
-    throw bad("body is not UTF-8 text");
-  }
+  const text = utf8Text(bytes);
+  if (text === null) throw bad("body is not UTF-8 text");
   let v: unknown = {};
   if (text.trim() !== "" || action !== "complete") {
     // What PostgreSQL cannot store (NUL, lone surrogates, deep nesting) or a double would change is

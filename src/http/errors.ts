@@ -5,6 +5,7 @@
  * the client.
  */
 import { SvcError } from "../errors.ts";
+import { BusyError } from "../db/admin_guard.ts";
 import type { Logger } from "../types.ts";
 
 /** Status code of every error code an HTTP surface answers with. */
@@ -26,6 +27,7 @@ export const STATUS_BY_CODE: Readonly<Record<string, number>> = {
   internal: 500,
   read_only: 503,
   schema_outdated: 503,
+  busy: 503,
 };
 
 /** An error raised by the HTTP layer itself (bad signature, body too large...), with its code. */
@@ -61,6 +63,9 @@ export function errorResponse(e: unknown, logger?: Pick<Logger, "error">, contex
   if (status === 500) {
     const detail = e instanceof Error ? (e.stack ?? e.message) : String(e);
     (logger ?? console).error(`svc: internal error${context ? ` in ${context}` : ""}: ${detail}`);
+  }
+  if (e instanceof BusyError && e.retryAfterSeconds !== null) {
+    return json(status, body, { "retry-after": String(e.retryAfterSeconds) });
   }
   return json(status, body, e instanceof HttpError ? e.headers : {});
 }

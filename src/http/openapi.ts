@@ -16,8 +16,11 @@ const errorRef: Schema = { $ref: "#/components/schemas/Error" };
 function errorResponses(r: ApiRoute): Record<string, unknown> {
   const codes = new Set<string>(r.errors);
   if (r.mutates) codes.add("read_only");
-  if (!r.passThrough && r.method === "POST") codes.add("cross_origin");
+  if (!r.passThrough && r.body) codes.add("payload_too_large");
+  if (!r.passThrough && r.method !== "GET") codes.add("cross_origin");
   if (!r.passThrough && !r.open) codes.add("unauthorized");
+  // Any route that reads or changes the database: its statement timeout, or a pool with no room.
+  if (!r.passThrough) codes.add("busy");
   codes.add("internal");
   const byStatus = new Map<number, string[]>();
   for (const c of codes) {

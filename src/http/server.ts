@@ -31,6 +31,7 @@ import { svcMetrics } from "../metrics/svc_metrics.ts";
 import { PROMETHEUS_CONTENT_TYPE } from "../metrics/registry.ts";
 import { depthGauges } from "../metrics/gauges.ts";
 import denoJson from "../../deno.json" with { type: "json" };
+import { withAdminRequest } from "../db/admin_guard.ts";
 
 /** Options of {@link createAdminServer}. */
 export interface AdminServerOptions {
@@ -54,6 +55,11 @@ export interface AdminServerOptions {
    * (default true; docs/reference/metrics.md).
    */
   metrics?: boolean;
+  /**
+   * The queue the admin UI's enqueue form proposes (GET /api/capabilities `default_queue`; `svc dev`
+   * passes its dev queue). Default `default`, the queue the API itself enqueues to when none is given.
+   */
+  defaultQueue?: string;
 }
 
 /** The server: a fetch handler for `Deno.serve` or any Web-standard server. */
@@ -108,7 +114,7 @@ export function createAdminServer(client: Client, opts: AdminServerOptions): Adm
     "/api/*",
     cors({
       origin: origins.length ? origins : "*",
-      allowMethods: ["GET", "POST", "OPTIONS"],
+      allowMethods: ["GET", "POST", "DELETE", "OPTIONS"],
       allowHeaders: ["Content-Type", "Authorization", SIGNATURE_HEADER],
       maxAge: 600,
     }),
@@ -152,15 +158,26 @@ export function createAdminServer(client: Client, opts: AdminServerOptions): Adm
       client,
       callbacks,
       readOnly,
+      defaultQueue: opts.defaultQueue ?? "default",
       version: VERSION,
       req: c.req.raw,
       auth,
       authenticated: auth === null || auth.check(c.req.raw),
       responseHeaders: new Headers(),
+      logger,
     };
     if (r.passThrough) {
       return await r.handler({ ...base, params: {}, query: {}, body: {} }) as Response;
     }
+    // Bounded: a statement timeout, cancelled when the client goes away, 503 busy when the pool is taken.
+    return await withAdminRequest(c.req.raw.signal, () => answer(r, c, base));
+  };
+
+  const answer = async (
+    r: ApiRoute,
+    c: Context,
+    base: Omit<RouteContext, "params" | "query" | "body">,
+  ): Promise<Response> => {
     const ctx: RouteContext = { ...base, params: {}, query: {}, body: {} };
     const url = new URL(c.req.url);
     for (const p of r.params ?? []) {
@@ -205,7 +222,10 @@ export function createAdminServer(client: Client, opts: AdminServerOptions): Adm
         depthRegistered = true;
         depthGauges(metrics, client.engine, client.schema);
       }
-      return new Response(c.req.method === "HEAD" ? null : await metrics.registry.text(), {
+      const text = c.req.method === "HEAD"
+        ? null
+        : await withAdminRequest(c.req.raw.signal, () => metrics.registry.text());
+      return new Response(text, {
         headers: { "content-type": PROMETHEUS_CONTENT_TYPE, "cache-control": "no-store" },
       });
     });

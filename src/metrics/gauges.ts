@@ -23,12 +23,17 @@ export function workerGauges(
   schema: string,
   dispatchers: Map<string, Dispatcher>,
   isLeader: () => boolean,
+  stuckByQueue: () => Map<string, number> = () => new Map(),
 ): () => Promise<void> {
   const perQueue = (value: (d: Dispatcher) => number) => (): GaugeReading[] =>
     [...dispatchers].map(([queue, d]) => [[m.queueLabel(queue)], value(d)]);
   const removals = [
     m.f.svc_jobs_in_flight.source(perQueue((d) => d.running)),
     m.f.svc_jobs_prefetched.source(perQueue((d) => d.held().length)),
+    m.f.svc_jobs_stuck.source(() => {
+      const byQueue = stuckByQueue();
+      return [...dispatchers.keys()].map((queue) => [[m.queueLabel(queue)], byQueue.get(queue) ?? 0]);
+    }),
   ];
   // Only the leader reads the depths: one process of a deployment pays for them.
   const stopDepth = depthGauges(m, engine, schema, isLeader);

@@ -83,6 +83,11 @@ const SPECS = {
   ],
   svc_jobs_in_flight: ["gauge", ["queue"], "Attempts running in this process"],
   svc_jobs_prefetched: ["gauge", ["queue"], "Claimed attempts held in this process's prefetch buffer"],
+  svc_jobs_stuck: [
+    "gauge",
+    ["queue"],
+    "Aborted handlers (cancel, deadline, shutdown) that have not returned within the stuck grace; each keeps its slot",
+  ],
   svc_queue_depth: ["gauge", ["queue"], "Available jobs of a queue (an estimate, read at most every 5 s)"],
   svc_queue_oldest_available_age_seconds: ["gauge", ["queue"], "Age of the oldest available job of a queue"],
   svc_callbacks_resolved_total: [

@@ -18,6 +18,8 @@ import {
   type Tracer,
 } from "npm:@opentelemetry/api@1.10.0";
 import type { Job } from "../types.ts";
+import { describeThrown } from "../describe.ts";
+import { storableText } from "../validation.ts";
 
 const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
 
@@ -74,13 +76,10 @@ export function startAttemptSpan(job: Job, kindLabel: string): AttemptTrace {
   return { span, context: ctx, traceparent: traceparentOf(ctx) };
 }
 
-/** Ends an attempt's span with its outcome. */
-export function endAttemptSpan(t: AttemptTrace, error?: unknown): void {
-  if (error !== undefined) {
-    t.span.setStatus({
-      code: SpanStatusCode.ERROR,
-      message: error instanceof Error ? error.message : String(error),
-    });
+/** Ends an attempt's span with its outcome: `error` is whatever the handler threw (any value). */
+export function endAttemptSpan(t: AttemptTrace, failed: boolean, error?: unknown): void {
+  if (failed) {
+    t.span.setStatus({ code: SpanStatusCode.ERROR, message: storableText(describeThrown(error), 4096) });
   }
   t.span.end();
 }

@@ -39,6 +39,12 @@ export async function readBytes(url: URL): Promise<Uint8Array> {
   return new Uint8Array(await res.arrayBuffer());
 }
 
+/** Reads a file given as a path, or standard input to its end for `-`. */
+export async function readInput(path: string): Promise<Uint8Array> {
+  if (path === "-") return await new Response(D.stdin.readable).bytes();
+  return await D.readFile(path);
+}
+
 /** Calls `fn` on SIGINT and SIGTERM; returns a function that removes the handlers. */
 export function onShutdownSignal(fn: (signal: string) => void): () => void {
   const sigs = ["SIGINT", "SIGTERM"];
@@ -84,6 +90,11 @@ export function exit(code: number): never {
 /** Command-line arguments after the script. */
 export function args(): string[] {
   return [...(D?.args ?? [])];
+}
+
+/** Whether this process is a single executable (`deno compile`'s), which holds no npm package it did not embed. */
+export function singleBinary(): boolean {
+  return D?.build?.standalone === true;
 }
 
 /**

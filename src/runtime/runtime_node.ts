@@ -8,6 +8,7 @@
  * file (created exclusively) and takes over a file whose process is gone, e.g. after a kill -9.
  */
 import { setImmediate } from "node:timers";
+import { Buffer } from "node:buffer";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import fs from "node:fs/promises";
@@ -47,6 +48,14 @@ export async function readBytes(url: URL): Promise<Uint8Array> {
   const res = await fetch(url);
   if (!res.ok) throw new Error(`cannot read ${url}: HTTP ${res.status}`);
   return new Uint8Array(await res.arrayBuffer());
+}
+
+/** Reads a file given as a path, or standard input to its end for `-`. */
+export async function readInput(path: string): Promise<Uint8Array> {
+  if (path !== "-") return new Uint8Array(await fs.readFile(path));
+  const chunks: Buffer[] = [];
+  for await (const c of process.stdin) chunks.push(typeof c === "string" ? Buffer.from(c) : c);
+  return new Uint8Array(Buffer.concat(chunks));
 }
 
 /** Calls `fn` on SIGINT and SIGTERM; returns a function that removes the handlers. */
@@ -210,6 +219,19 @@ export function exit(code: number): never {
 /** Command-line arguments after the script. */
 export function args(): string[] {
   return process.argv.slice(2);
+}
+
+/**
+ * Whether this process is a single executable application (`node:sea`, `deno task sea`), which can
+ * load no npm package from disk.
+ */
+export function singleBinary(): boolean {
+  try {
+    const sea = (process as any).getBuiltinModule?.("node:sea");
+    return sea?.isSea?.() === true;
+  } catch {
+    return false;
+  }
 }
 
 /** Lock files this process holds (so that a second lock of the same file fails, as with a file lock). */

@@ -61,6 +61,8 @@ export interface AttemptRef {
 /** The handler of an attempt returned; `result` is stored. */
 export interface Completion extends AttemptRef {
   result: unknown;
+  /** When the handler started (a held job starts after its claim); absent: the claim's time. */
+  startedAt?: Date;
   /**
    * `result` already serialized and checked storable (`checkJsonValue`), so that a batch is built by
    * concatenation; absent: the engine serializes `result`.
@@ -74,7 +76,10 @@ export function completionsJson(items: Completion[], extra?: (c: Completion) => 
   for (let i = 0; i < items.length; i++) {
     const c = items[i];
     const result = c.resultJson ?? (c.result === undefined ? "null" : JSON.stringify(c.result) ?? "null");
-    out += `${i ? "," : ""}{"id":${c.id},"lease":${c.lease}${extra ? extra(c) : ""},"result":${result}}`;
+    const started = c.startedAt ? `,"started_at":"${c.startedAt.toISOString()}"` : "";
+    out += `${i ? "," : ""}{"id":${c.id},"lease":${c.lease}${started}${
+      extra ? extra(c) : ""
+    },"result":${result}}`;
   }
   return out + "]";
 }
@@ -86,7 +91,12 @@ export interface ParkRequest extends AttemptRef {
 
 /** The attempt failed. */
 export interface Failure extends AttemptRef {
+  /** The error's message. */
   error: string;
+  /** The error's detail (a stack, an HTTP answer): stored with the message, cut to 8 KB (`src/job_errors.ts`). */
+  stack?: string;
+  /** When the handler started; absent: the claim's time. */
+  startedAt?: Date;
   /** Fail for good whatever attempts remain. */
   terminal: boolean;
   /** A delay of the failure's own (an HTTP Retry-After); otherwise the delay stored at claim applies. */
@@ -156,6 +166,12 @@ export interface RuntimeReport
   health: Record<string, unknown>;
 }
 
+/** An attempt a runtime gave up on, as its heartbeat names it. */
+export interface AbandonedAttemptReport extends AttemptRef {
+  runtimeId: string;
+  reason: string;
+}
+
 /** Retention of finished jobs, in milliseconds. */
 export interface Retention {
   completed: number;
@@ -193,8 +209,6 @@ export interface RingReport {
   pruned: Record<string, string>;
   /** Attempts moved out of the ring because they ran for long. */
   moved: number;
-  /** Completions copied from reclaimable slots into history. */
-  archived?: number;
   /** While mixed: canonical jobs moved to queue storage. */
   adopted?: number;
 }
@@ -256,12 +270,18 @@ export interface StorageEngine {
   enqueue(db: Db, jobs: NewJob[]): Promise<Job[]>;
   /** Claims jobs of a queue (none while it is paused). */
   claim(req: ClaimRequest): Promise<Job[]>;
-  /** Records that prefetched attempts started; returns the ids that were still theirs. */
-  recordStarts(items: AttemptRef[]): Promise<number[]>;
-  /** Gives prefetched attempts that never started back (their attempt not consumed). */
+  /** Gives held (prefetched) attempts that never started back: their attempt is refunded, their run_at kept. */
   giveBack(items: AttemptRef[]): Promise<number[]>;
   /** Completes attempts in one statement; returns the ids that were still theirs to complete. */
   complete(items: Completion[], keep: boolean): Promise<number[]>;
+  /**
+   * Completes one attempt through `db`, the caller's open transaction (`ctx.transaction`): the lease check
+   * and the completion commit or roll back with the caller's statements. False: the attempt is no longer
+   * current (nothing written). Under READ COMMITTED the check runs in a statement that starts after the
+   * closers' lock is held; under REPEATABLE READ or SERIALIZABLE a closure that the snapshot cannot see
+   * makes the statement fail with a serialization error (SQLSTATE 40001) instead.
+   */
+  completeIn(db: Db, item: Completion, keep: boolean): Promise<boolean>;
   /** Records a failed attempt: `retryable` or `failed`. Null when the attempt was no longer current. */
   fail(item: Failure): Promise<Job | null>;
   /** Gives the attempt back and schedules the job `delayMs` later. */
@@ -273,6 +293,14 @@ export interface StorageEngine {
    * arrive together share one statement.
    */
   park(id: number, lease: number, callbackId: string): Promise<boolean>;
+  /**
+   * The worker writes nothing more for this attempt (it was cancelled or rescued under it, or its outcome
+   * could not be written): what the engine keeps per attempt in memory is dropped. Every write above
+   * drops it too, so that a worker's per-attempt maps are empty when it is idle.
+   */
+  forgetAttempt?(a: AttemptRef): void;
+  /** How many attempts the engine keeps in memory (per-attempt maps), for tests and leak checks. */
+  trackedAttempts?(): number;
 
   getJob(id: number): Promise<Job | null>;
   listJobs(opts: ListJobsOptions): Promise<JobPage>;
@@ -285,6 +313,11 @@ export interface StorageEngine {
   cancel(id: number): Promise<Job>;
   /** Retries a finished job (throws JobNotFoundError / InvalidStateError / UniqueConflictError). */
   retry(id: number): Promise<Job>;
+  /**
+   * Deletes a finished job (completed, failed or cancelled) with its callbacks; returns it as it was.
+   * Throws JobNotFoundError, or InvalidStateError for a job that has not finished.
+   */
+  deleteJob(id: number): Promise<Job>;
   bulkCancel(filter: JobFilter, opts?: { dryRun?: boolean }): Promise<number>;
   bulkRetry(filter: JobFilter, opts?: { dryRun?: boolean }): Promise<number>;
 
@@ -329,6 +362,13 @@ export interface StorageEngine {
   /** Queue storage: rotates and reclaims ring slots, creates and drops history partitions. */
   maintainRing(retention: Retention, parkAfterMs: number): Promise<RingReport>;
 
+  /**
+   * The attempts runtimes gave up on (their outcome could not be written), as their heartbeat names
+   * them (`health.abandoned` of the runtimes row); the leader's rescue ends them with `fail`. The
+   * runtimes table is shared by both engines: the routed engine (the leader's) and canonical read it;
+   * an engine without it has no such attempts to report.
+   */
+  abandonedAttempts?(): Promise<AbandonedAttemptReport[]>;
   upsertRuntime(r: RuntimeReport): Promise<void>;
   deleteRuntime(id: string): Promise<void>;
   listRuntimes(liveWithinMs: number): Promise<RuntimeInfo[]>;

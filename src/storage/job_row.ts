@@ -1,5 +1,6 @@
 /** A canonical jobs-table row (or a row of the same columns) as a `Job`. */
-import type { Job, JobError } from "../types.ts";
+import type { Job } from "../types.ts";
+import { readJobErrors } from "../job_errors.ts";
 import type { Row } from "../db/connection.ts";
 
 /** A jobs-table row as a `Job`. */
@@ -22,7 +23,7 @@ export function rowToJob(r: Row): Job {
     finalizedAt: r.finalized_at ?? null,
     heartbeatAt: r.heartbeat_at ?? null,
     deadlineAt: r.deadline_at ?? null,
-    errors: (r.errors ?? []) as JobError[],
+    errors: readJobErrors(r.errors),
     tags: r.tags ?? [],
     metadata: r.metadata ?? {},
     result: r.result ?? null,

@@ -23,6 +23,7 @@ import {
 } from "../types.ts";
 import type { RuntimeInfo } from "../types.ts";
 import type {
+  AbandonedAttemptReport,
   AttemptRef,
   CallbackRecord,
   CallbackResolution,
@@ -48,11 +49,12 @@ import { CanonicalEngine } from "./canonical/engine.ts";
 import { QueueStorageEngine } from "./queue_storage/engine.ts";
 import { CronStore } from "./shared/cron.ts";
 import { readStorageState } from "./shared/state.ts";
-import { pruneRuntimes } from "./shared/runtimes.ts";
+import { abandonedAttempts, pruneRuntimes } from "./shared/runtimes.ts";
 import { enqueueJobs } from "./shared/enqueue.ts";
+import { type ProgressItem, pruneProgress, withProgress, writeProgress } from "./shared/progress.ts";
 import { readKindMinute, SampleStore } from "./shared/samples.ts";
 import { cancelJob, getJob, listJobs, retryJob } from "./shared/sql_api.ts";
-import { ValidationError } from "../errors.ts";
+import { JobNotFoundError, ValidationError } from "../errors.ts";
 
 /** How the engines are used in a storage state. */
 export type Mode = "canonical" | "mixed" | "queue_storage";
@@ -207,28 +209,40 @@ export class RoutedEngine implements StorageEngine {
     return out;
   }
 
-  recordStarts(items: AttemptRef[]): Promise<number[]> {
-    return this.byOwner(items, (e, xs) => e.recordStarts(xs));
-  }
   async giveBack(items: AttemptRef[]): Promise<number[]> {
-    const r = await this.byOwner(items, (e, xs) => e.giveBack(xs));
-    this.forget(items);
-    return r;
+    try {
+      return await this.byOwner(items, (e, xs) => e.giveBack(xs));
+    } finally {
+      this.forget(items);
+    }
   }
   async complete(items: Completion[], keep: boolean): Promise<number[]> {
-    const r = await this.byOwner(items, (e, xs) => e.complete(xs, keep));
-    this.forget(items);
-    return r;
+    try {
+      return await this.byOwner(items, (e, xs) => e.complete(xs, keep));
+    } finally {
+      this.forget(items);
+    }
+  }
+  async completeIn(db: Db, item: Completion, keep: boolean): Promise<boolean> {
+    try {
+      return await (await this.ownerOf(item)).completeIn(db, item, keep);
+    } finally {
+      this.forget([item]);
+    }
   }
   async fail(item: Failure): Promise<Job | null> {
-    const r = await (await this.ownerOf(item)).fail(item);
-    this.forget([item]);
-    return r;
+    try {
+      return await (await this.ownerOf(item)).fail(item);
+    } finally {
+      this.forget([item]);
+    }
   }
   async snooze(id: number, lease: number, delayMs: number): Promise<boolean> {
-    const r = await (await this.ownerOf({ id, lease })).snooze(id, lease, delayMs);
-    this.forget([{ id, lease }]);
-    return r;
+    try {
+      return await (await this.ownerOf({ id, lease })).snooze(id, lease, delayMs);
+    } finally {
+      this.forget([{ id, lease }]);
+    }
   }
   async heartbeat(items: AttemptRef[]): Promise<void> {
     await this.byOwner(items, async (e, xs) => {
@@ -237,11 +251,23 @@ export class RoutedEngine implements StorageEngine {
     });
   }
   async park(id: number, lease: number, callbackId: string): Promise<boolean> {
-    return (await this.ownerOf({ id, lease })).park(id, lease, callbackId);
+    const owner = await this.ownerOf({ id, lease });
+    this.forget([{ id, lease }]);
+    return owner.park(id, lease, callbackId);
+  }
+  forgetAttempt(a: AttemptRef): void {
+    const owner = this.owners.get(`${a.id}:${a.lease}`);
+    this.forget([a]);
+    (owner ?? this.qs)?.forgetAttempt?.(a);
+  }
+  trackedAttempts(): number {
+    return this.owners.size + (this.qs?.trackedAttempts() ?? 0);
   }
 
-  getJob(id: number): Promise<Job | null> {
-    return getJob(this.db, this.n, id);
+  async getJob(id: number): Promise<Job | null> {
+    const job = await getJob(this.db, this.n, id);
+    if (job) await withProgress(this.db, this.n, [job]);
+    return job;
   }
   listJobs(opts: ListJobsOptions): Promise<JobPage> {
     return listJobs(this.db, this.n, opts);
@@ -249,16 +275,31 @@ export class RoutedEngine implements StorageEngine {
   /** Running jobs of every engine that has some (both during a transition), merged in one order. */
   async runningJobs(limit: number): Promise<Job[]> {
     const engines = await this.active();
-    if (engines.length === 1) return engines[0].runningJobs(limit);
+    if (engines.length === 1) return await withProgress(this.db, this.n, await engines[0].runningJobs(limit));
     const all = (await Promise.all(engines.map((e) => e.runningJobs(limit)))).flat();
     const start = (j: Job) => (j.attemptedAt ? new Date(j.attemptedAt).getTime() : Infinity);
-    return all.sort((a, b) => start(a) - start(b) || a.id - b.id).slice(0, limit);
+    return await withProgress(
+      this.db,
+      this.n,
+      all.sort((a, b) => start(a) - start(b) || a.id - b.id).slice(0, limit),
+    );
   }
   cancel(id: number): Promise<Job> {
     return cancelJob(this.db, this.n, id);
   }
   retry(id: number): Promise<Job> {
     return retryJob(this.db, this.n, id);
+  }
+  /** While mixed, the job is in one engine: canonical first, then queue storage. */
+  async deleteJob(id: number): Promise<Job> {
+    const engines = await this.active();
+    for (let i = 0;; i++) {
+      try {
+        return await engines[i].deleteJob(id);
+      } catch (e) {
+        if (!(e instanceof JobNotFoundError) || i === engines.length - 1) throw e;
+      }
+    }
   }
   async bulkCancel(filter: JobFilter, opts?: { dryRun?: boolean }): Promise<number> {
     let n = 0;
@@ -394,6 +435,7 @@ export class RoutedEngine implements StorageEngine {
     let n = 0;
     for (const e of engines) n += await e.cleanup(retention);
     await pruneRuntimes(this.db, this.n);
+    await pruneProgress(this.db, this.n, Math.max(retention.completed, retention.failed));
     return n;
   }
   async refreshStatistics(): Promise<boolean> {
@@ -409,6 +451,14 @@ export class RoutedEngine implements StorageEngine {
     return report;
   }
 
+  /** Writes `ctx.progress` values of many jobs in one statement (both engines share the table). */
+  writeProgress(items: ProgressItem[]): Promise<void> {
+    return writeProgress(this.db, this.n, items);
+  }
+
+  abandonedAttempts(): Promise<AbandonedAttemptReport[]> {
+    return abandonedAttempts(this.db, this.n);
+  }
   upsertRuntime(r: RuntimeReport): Promise<void> {
     return this.canonical.upsertRuntime(r);
   }

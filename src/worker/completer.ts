@@ -1,15 +1,9 @@
 /**
- * Batches completions, and (apart) the start records of prefetched attempts. A finished attempt frees its
- * slot at once and its completion waits here: the completer writes what has queued within a macrotask in
- * one statement, and while that statement is in flight the next batch queues up. Claims and completions
- * thus run concurrently on two connections instead of taking turns (ADR 008).
- *
- * A start record (a prefetched job taking a freed slot) has a batch of its own, written at once and
- * committed without waiting for the WAL flush: its handler waits for it, and it must wait neither for a
- * completion batch nor for an fsync. A start lost in a PostgreSQL crash makes its attempt look never
- * started, so the rescue gives the job back without consuming the attempt and it runs again
- * (at-least-once holds; that attempt is not counted). The job's completion commits synchronously, which
- * flushes its start first.
+ * Batches completions. A finished attempt frees its slot at once and its completion waits here: the
+ * completer writes what has queued within a macrotask in one statement, and while that statement is in
+ * flight the next batch queues up. Claims and completions thus run concurrently on two connections
+ * instead of taking turns (ADR 008). Nothing is written when a held (prefetched) job starts: its attempt
+ * was counted at claim, and its start time travels with its completion.
  *
  * A batch that fails is retried through an outage for the retry budget (`outcome_retry.ts`). A batch
  * that fails with a data error is split in halves until the item PostgreSQL refuses is alone; that
@@ -20,6 +14,7 @@ import type { AttemptRef, Completion, StorageEngine } from "../storage/engine.ts
 import type { Logger } from "../types.ts";
 import { Batcher } from "../db/batcher.ts";
 import { isDataError, retryWithin } from "./outcome_retry.ts";
+import { describeThrown } from "../describe.ts";
 
 /**
  * How long a completion waits for others to share its statement. Without it, at `maxWorkers: 10` every
@@ -34,6 +29,8 @@ export interface CompleterOptions {
   deleteRows: boolean;
   /** How long a failing write is retried (ms). */
   retryBudgetMs: number;
+  /** Told of attempts whose completion could not be written (the heartbeat names them; the leader ends them). */
+  abandon?: (attempt: AttemptRef, reason: string) => void;
   /** Fails an attempt whose result PostgreSQL refused (terminally, with `reason`). */
   unstorable: (item: Completion, reason: string) => Promise<void>;
   maxBatch?: number;
@@ -45,7 +42,6 @@ export interface CompleterOptions {
 
 export class Completer {
   private readonly batcher: Batcher<Completion, boolean>;
-  private readonly starts: Batcher<AttemptRef, boolean>;
 
   constructor(
     private readonly engine: StorageEngine,
@@ -60,21 +56,6 @@ export class Completer {
       o.maxBatch ?? 1000,
       o.lingerMs ?? COMPLETION_LINGER_MS,
     );
-    this.starts = new Batcher(
-      async (items) => {
-        const started = new Set(
-          await retryWithin(
-            () => this.engine.recordStarts(items),
-            this.o.retryBudgetMs,
-            this.logger,
-            `recording ${items.length} start${items.length === 1 ? "" : "s"}`,
-          ),
-        );
-        return items.map((i) => started.has(i.id));
-      },
-      o.maxBatch ?? 1000,
-      0,
-    );
   }
 
   /** Queues a completion; resolves true when it was written (false when the attempt was no longer current). */
@@ -82,17 +63,8 @@ export class Completer {
     return this.batcher.add(item);
   }
 
-  /**
-   * Queues the start record of a prefetched attempt; resolves true once it is committed (false when the
-   * attempt is no longer this worker's: cancelled, rescued), rejects when it could not be written.
-   */
-  start(item: AttemptRef): Promise<boolean> {
-    return this.starts.add(item);
-  }
-
   /** Waits until everything queued is written. */
   async drain(): Promise<void> {
-    await this.starts.drain();
     await this.batcher.drain();
   }
 
@@ -106,16 +78,19 @@ export class Completer {
         `recording ${items.length} completion${items.length === 1 ? "" : "s"}`,
       );
     } catch (e) {
+      const why = describeThrown(e);
       if (!isDataError(e)) {
-        // The jobs stay `running`; the leader rescues them once their runtime stops heartbeating, or
-        // their deadline passes (at-least-once).
-        this.logger.error(`svc: could not record ${items.length} completions: ${(e as Error).message}`);
+        // The jobs stay `running` in the database: the heartbeat names them and the leader's rescue
+        // retries them (at-least-once).
+        this.logger.error(`svc: could not record ${items.length} completions: ${why}`);
+        for (const c of items) this.o.abandon?.(c, `could not record the completion: ${why}`);
         return [];
       }
       if (items.length === 1) {
-        await this.o.unstorable(items[0], (e as Error).message).catch((err) =>
-          this.logger.error(`svc: could not fail job ${items[0].id}: ${(err as Error).message}`)
-        );
+        await this.o.unstorable(items[0], why).catch((err) => {
+          this.logger.error(`svc: could not fail job ${items[0].id}: ${describeThrown(err)}`);
+          this.o.abandon?.(items[0], `could not record the failure: ${describeThrown(err)}`);
+        });
         return [];
       }
       const half = Math.ceil(items.length / 2);

@@ -106,8 +106,6 @@ export class Dispatcher {
   private lastPauseCheck = 0;
   /** After a refill claim came back short, no refill before this time unless a NOTIFY wakes the loop. */
   private refillAfter = 0;
-  /** Starts being recorded (stop waits for them: their handlers run). */
-  private readonly starting = new Set<Promise<void>>();
 
   private readonly engine: StorageEngine;
   private readonly deps: ExecutorDeps;
@@ -191,10 +189,9 @@ export class Dispatcher {
     this.wake();
     await Promise.all(this.loops);
     await this.giveBack(this.buffer.splice(0).map((h) => h.job), "shutdown");
-    await Promise.allSettled([...this.starting]);
   }
 
-  /** Gives prefetched jobs back (their attempt not consumed); keeps what could not be written for later. */
+  /** Gives prefetched jobs back (their attempt refunded, their run_at kept); keeps what could not be written for later. */
   private async giveBack(jobs: AttemptRef[], why: string): Promise<void> {
     const items = [...this.toGiveBack, ...jobs.map((j) => ({ id: j.id, lease: j.lease }))];
     this.toGiveBack = [];
@@ -214,41 +211,29 @@ export class Dispatcher {
 
   /** Starts the handler of a claimed attempt in a slot already counted in `running`. */
   private run(job: Job): void {
-    const f = execute(job, this.deps, () => {
+    // The attempt leaves `inFlight` (what the heartbeat keeps alive) once its outcome is written; its slot
+    // is freed once its handler has returned too (an aborted handler may still run: src/worker/stuck.ts).
+    const f: InFlight = execute(job, this.deps, () => {
       this.running--;
-      this.inFlight.delete(job.id);
       if (this.backlog || this.buffer.length) this.slotFreed();
+    }, () => {
+      if (this.inFlight.get(job.id) === f) this.inFlight.delete(job.id);
     });
     this.inFlight.set(job.id, f);
   }
 
-  /** Moves prefetched jobs into free slots: their starts are recorded, then their handlers run. */
+  /**
+   * Moves held (prefetched) jobs into free slots: their handlers start at once. Their attempt was counted
+   * when they were claimed; the start time travels with the outcome.
+   */
   private feed(): void {
     const free = this.maxWorkers - this.running - this.reserved;
     if (free <= 0 || this.buffer.length === 0) return;
     const batch = this.buffer.splice(0, free);
     this.running += batch.length;
     for (const h of batch) {
-      const p = this.deps.completer.start({ id: h.job.id, lease: h.job.lease }).then(
-        (ours) => {
-          if (ours) {
-            // Its start is recorded: it runs, also when shutdown has begun (shutdown waits for it).
-            h.job.attemptedAt = new Date();
-            this.run(h.job);
-            return;
-          }
-          this.running--; // no longer ours (cancelled, rescued): dropped
-          this.slotFreed();
-        },
-        (e) => {
-          // The start could not be written: the job waits in the buffer again (given back at shutdown).
-          this.running--;
-          this.buffer.unshift(h);
-          this.logger.error(`svc: could not record the start of job ${h.job.id}: ${(e as Error).message}`);
-        },
-      );
-      this.starting.add(p);
-      p.finally(() => this.starting.delete(p));
+      h.job.attemptedAt = new Date();
+      this.run(h.job);
     }
   }
 

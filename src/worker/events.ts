@@ -1,5 +1,6 @@
 /** The worker's event hooks (all optional; a throwing hook is logged, never fatal). */
 import type { Job, Logger } from "../types.ts";
+import { describeThrown } from "../describe.ts";
 
 export interface WorkerEvents {
   completed?: (job: Job) => void;
@@ -24,6 +25,6 @@ export function emit<K extends keyof WorkerEvents>(
   try {
     fn(...args);
   } catch (e) {
-    logger.warn(`svc: on.${name} hook threw: ${(e as Error).message}`);
+    logger.warn(`svc: on.${name} hook threw: ${describeThrown(e)}`);
   }
 }

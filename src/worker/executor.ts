@@ -2,17 +2,20 @@
  * Runs one claimed attempt: builds its context, enforces the deadline, and records the outcome
  * (completed, retryable/failed, snoozed, parked). Every write carries the run lease.
  */
-import type { StorageEngine } from "../storage/engine.ts";
+import type { Failure, StorageEngine } from "../storage/engine.ts";
 import type { Job, Logger } from "../types.ts";
 import { isSnooze, TerminalError } from "../errors.ts";
 import type { Completer } from "./completer.ts";
 import type { CallbackWaiters } from "./callback_waiters.ts";
-import { type AbortReason, createJobContext } from "./job_context.ts";
+import { type AbortReason, type AttemptTx, attemptTx, createJobContext } from "./job_context.ts";
 import { type KindRunner, PARKED } from "./handlers.ts";
 import { emit, type WorkerEvents } from "./events.ts";
 import { checkJsonValue, storableText } from "../validation.ts";
 import { retryWithin } from "./outcome_retry.ts";
+import type { StuckHandlers } from "./stuck.ts";
+import { describeThrown, isErrorObject, safeGet, safeInstanceOf } from "../describe.ts";
 import type { JobHandles } from "../metrics/svc_metrics.ts";
+import type { Client } from "../client/client.ts";
 import {
   type AttemptTrace,
   bindAttemptContext,
@@ -32,10 +35,24 @@ export interface ExecutorDeps {
   pollInterval: number;
   /** How long a failing outcome write is retried (ms): `outcome_retry.ts`. */
   outcomeRetryMs: number;
+  /** Told of an attempt whose outcome could not be written (the heartbeat names it; the leader ends it). */
+  abandon?: (attempt: { id: number; lease: number }, reason: string) => void;
+  /** The worker's client, behind `ctx.enqueue` and `ctx.transaction` (none: they throw). */
+  enqueuer?: Pick<Client, "enqueue" | "enqueueMany" | "transaction">;
+  /** Whether completed jobs are kept (`retention.completed > 0`): `ctx.transaction` completes as the completer would. */
+  keepCompleted?: boolean;
+  /** Takes `ctx.progress` values (checked JSON text); none: progress is dropped. */
+  progress?: (job: Job, json: string) => void;
   /** The metric handles of a job's (queue, kind) (no-op handles with `metrics: false`). */
   jobMetrics: (job: Job) => JobHandles;
   /** The span name's kind label of a job (null: no spans, `tracing: false`). */
   traceKind: ((job: Job) => string) | null;
+  /** Aborted handlers that have not returned (none: not watched). */
+  stuck?: StuckHandlers;
+  /** How long after its abort a handler that has not returned is reported stuck (ms, default 5 000). */
+  stuckGraceMs?: number;
+  /** The slots taken (each attempt's `released`), for shutdown to wait on. */
+  slots?: Set<Promise<void>>;
 }
 
 /** An attempt in flight. */
@@ -44,19 +61,23 @@ export interface InFlight {
   abort(reason: AbortReason): void;
   /** Settles when the attempt's outcome is recorded (or given up). */
   done: Promise<void>;
+  /** Settles when the slot is free: the outcome is recorded and the handler has returned. */
+  released: Promise<void>;
+  /** Whether the attempt is heartbeated now (not while its REPEATABLE READ `ctx.transaction` is open). */
+  heartbeats(): boolean;
 }
 
-function message(e: unknown): string {
-  if (e instanceof Error) return e.message || e.name;
-  try {
-    return typeof e === "string" ? e : JSON.stringify(e);
-  } catch {
-    return String(e);
-  }
-}
-
-/** Starts an attempt; `onSettled` runs once the slot can be reused. */
-export function execute(job: Job, d: ExecutorDeps, onSettled: () => void): InFlight {
+/**
+ * Starts an attempt. `onRecorded` runs once its outcome is written (or given up); `onSettled` once the slot
+ * can be reused: the outcome is written and the handler has returned. An aborted handler (cancel, deadline,
+ * shutdown) has its outcome written at once but keeps its slot until it returns (src/worker/stuck.ts).
+ */
+export function execute(
+  job: Job,
+  d: ExecutorDeps,
+  onSettled: () => void,
+  onRecorded?: () => void,
+): InFlight {
   const ac = new AbortController();
   let abortedWith: AbortReason | null = null;
   let abortNow!: () => void;
@@ -64,12 +85,18 @@ export function execute(job: Job, d: ExecutorDeps, onSettled: () => void): InFli
   const abort = (reason: AbortReason) => {
     if (abortedWith) return;
     abortedWith = reason;
+    abortedAt = Date.now();
     ac.abort(reason);
     abortNow();
   };
   const runner = d.runners.get(job.kind);
   const timer = runner?.timeout ? setTimeout(() => abort("deadline"), runner.timeout) : null;
+  let abortedAt = 0;
+  /** Settles when the handler's own promise settles (at once without a handler). */
+  let handlerSettled: Promise<unknown> = Promise.resolve();
+  let handlerReturned = true;
 
+  const tx = attemptTx();
   const done = (async () => {
     let outcome: { ok: true; value: unknown } | { ok: false; error: unknown };
     const m = d.jobMetrics(job);
@@ -87,6 +114,7 @@ export function execute(job: Job, d: ExecutorDeps, onSettled: () => void): InFli
         d.pollInterval * 4,
         () => m.callbackRegistered.inc(),
         t?.traceparent ?? null,
+        { logger: d.logger, enqueuer: d.enqueuer, keep: d.keepCompleted, tx, progress: d.progress },
       );
       if (t) bindAttemptContext(ctx, t.context);
       const run = async () => await runner.run(job, ctx);
@@ -94,20 +122,53 @@ export function execute(job: Job, d: ExecutorDeps, onSettled: () => void): InFli
         (value) => ({ ok: true as const, value }),
         (error) => ({ ok: false as const, error }),
       );
+      handlerReturned = false;
+      handlerSettled = p.finally(() => handlerReturned = true);
       outcome = await Promise.race([p, aborted.then(() => null)]) ?? { ok: false, error: null };
+      // A transaction the handler left running (not awaited) ends before the outcome is decided: it may
+      // complete the job. An aborted attempt does not wait (its outcome is lease-guarded either way).
+      if (!abortedWith && tx.pending) await tx.pending;
     }
     if (timer) clearTimeout(timer);
     m.duration.observe((Date.now() - startedAt) / 1000);
-    if (t) endAttemptSpan(t, outcome.ok ? undefined : outcome.error ?? abortedWith ?? "aborted");
+    if (t) endAttemptSpan(t, !outcome.ok, abortedWith ?? (outcome.ok ? undefined : outcome.error));
     try {
-      await record(job, runner, outcome, abortedWith, d);
+      await record(job, runner, outcome, abortedWith, d, tx);
     } catch (e) {
-      // The attempt stays as it was; the leader's rescue finds it once its heartbeat is stale.
-      d.logger.error(`svc: could not record the outcome of job ${job.id}: ${message(e)}`);
+      // The attempt stays `running` in the database: the heartbeat names it and the leader's rescue ends it.
+      const why = describeThrown(e);
+      d.logger.error(`svc: could not record the outcome of job ${job.id}: ${why}`);
+      d.abandon?.(job, `could not record the outcome: ${why}`);
+      d.engine.forgetAttempt?.(job);
     }
-  })().finally(onSettled);
+  })();
+  const released = done.then(async () => {
+    onRecorded?.();
+    if (handlerReturned) return;
+    // Aborted and not returned yet: the slot stays taken until it does; past the grace it is stuck.
+    if (d.stuck) {
+      await d.stuck.watch(
+        {
+          job_id: job.id,
+          lease: job.lease,
+          kind: job.kind,
+          queue: job.queue,
+          reason: abortedWith ?? "aborted",
+        },
+        abortedAt,
+        handlerSettled,
+        d.stuckGraceMs ?? 5_000,
+      );
+    } else {
+      await handlerSettled.catch(() => {});
+    }
+  }).finally(() => {
+    d.slots?.delete(released);
+    onSettled();
+  });
+  d.slots?.add(released);
 
-  return { job, abort, done };
+  return { job, abort, done, released, heartbeats: () => !tx.snapshotOpen };
 }
 
 async function record(
@@ -116,9 +177,28 @@ async function record(
   outcome: { ok: true; value: unknown } | { ok: false; error: unknown },
   abortedWith: AbortReason | null,
   d: ExecutorDeps,
+  tx: AttemptTx,
 ): Promise<void> {
   const { engine, logger, on } = d;
-  if (abortedWith === "cancelled") return; // someone else already changed the job (cancel, rescue)
+  if (tx.completed) {
+    // ctx.transaction completed the job: nothing else is written for this attempt.
+    if (!outcome.ok) {
+      logger.warn(
+        `svc: job ${job.id}: the handler threw after ctx.transaction completed the job; it stays completed: ${
+          describeThrown(outcome.error)
+        }`,
+      );
+    }
+    d.jobMetrics(job).completed.inc();
+    emit(on, logger, "completed", { ...job, state: "completed", result: tx.completed.result });
+    return;
+  }
+  if (tx.leaseLost) return; // the attempt is someone else's now (cancelled, rescued): nothing to record
+  if (abortedWith === "cancelled") {
+    // Someone else already changed the job (cancel, rescue): nothing more is written for this attempt.
+    engine.forgetAttempt?.(job);
+    return;
+  }
   if (abortedWith === "shutdown" || abortedWith === "deadline") {
     const error = abortedWith === "shutdown"
       ? "aborted by shutdown"
@@ -144,9 +224,9 @@ async function record(
     // A result PostgreSQL cannot store fails this attempt for good, before it reaches a batch.
     let resultJson: string;
     try {
-      resultJson = checkJsonValue("result", v === undefined ? null : v);
+      resultJson = checkJsonValue("result", v === undefined ? null : v, { exactNumbers: true });
     } catch (e) {
-      const why = (e as Error).message.replace(/^result:? /, "");
+      const why = describeThrown(e).replace(/^result:? /, "");
       return await fail(job, `result cannot be stored: ${why}`, true, undefined, d, e);
     }
     // The slot is freed now; the completion is written with the next batch (the completer's own
@@ -156,6 +236,7 @@ async function record(
       lease: job.lease,
       result: v === undefined ? null : v,
       resultJson,
+      startedAt: job.attemptedAt ?? undefined,
     });
     d.jobMetrics(job).completed.inc();
     if (on.completed) {
@@ -165,13 +246,30 @@ async function record(
     }
     return;
   }
-  const terminal = outcome.error instanceof TerminalError;
-  await fail(job, message(outcome.error), terminal, retryDelayOf(outcome.error), d, outcome.error);
+  const terminal = safeInstanceOf(outcome.error, TerminalError);
+  // A handler's own error keeps its stack; an error of svc's (no handler for the kind) has none worth keeping.
+  const stack = runner ? stackOf(outcome.error) : undefined;
+  await fail(
+    job,
+    describeThrown(outcome.error),
+    terminal,
+    retryDelayOf(outcome.error),
+    d,
+    outcome.error,
+    stack,
+  );
+}
+
+/** The stack of a thrown Error (an HTTP function's status and answer for its errors); undefined otherwise. */
+function stackOf(e: unknown): string | undefined {
+  if (!isErrorObject(e)) return undefined;
+  const s = safeGet(e, "stack");
+  return typeof s === "string" && s !== "" ? storableText(s) : undefined;
 }
 
 /** A thrown error may ask for its own retry delay (an HTTP `Retry-After`): a `retryDelayMs` number overrides the backoff. */
 function retryDelayOf(e: unknown): number | undefined {
-  const ms = (e as { retryDelayMs?: unknown } | null)?.retryDelayMs;
+  const ms = safeGet(e, "retryDelayMs");
   return typeof ms === "number" && Number.isFinite(ms) && ms >= 0 ? ms : undefined;
 }
 
@@ -187,14 +285,17 @@ export async function fail(
   delayMs: number | undefined,
   d: ExecutorDeps,
   cause: unknown = new Error(error),
+  stack?: string,
 ): Promise<void> {
-  const failure = {
+  const failure: Failure = {
     id: job.id,
     lease: job.lease,
     error: storableText(error),
     terminal,
     retryDelayMs: delayMs,
+    startedAt: job.attemptedAt ?? undefined,
   };
+  if (stack) failure.stack = stack;
   const after = await retryWithin(
     () => d.engine.fail(failure),
     d.outcomeRetryMs,

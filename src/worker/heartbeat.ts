@@ -2,6 +2,7 @@
 import type { AttemptRef, RuntimeReport, StorageEngine } from "../storage/engine.ts";
 import type { Logger } from "../types.ts";
 import { Wakeup } from "./wakeup.ts";
+import { describeThrown } from "../describe.ts";
 
 export class HeartbeatLoop {
   private stopping = false;
@@ -18,17 +19,20 @@ export class HeartbeatLoop {
     private readonly report: () => RuntimeReport,
     readonly intervalMs: number,
     private readonly logger: Logger,
+    /** Runs before the runtime's row is written (forgets abandoned attempts that have ended). */
+    private readonly before: () => Promise<void> = () => Promise.resolve(),
   ) {}
 
   /** Beats once now (awaited at start so the runtime row exists before claiming). */
   async beat(): Promise<void> {
     try {
       await this.engine.heartbeat(this.attempts());
+      await this.before();
       await this.engine.upsertRuntime(this.report());
       this.lastOk = true;
     } catch (e) {
       this.lastOk = false;
-      this.logger.error(`svc: heartbeat failed: ${(e as Error).message}`);
+      this.logger.error(`svc: heartbeat failed: ${describeThrown(e)}`);
     }
     this.lastTick = Date.now();
   }

@@ -8,6 +8,7 @@
  * unless the status is in `retryableStatuses`; 5xx, connection errors and the request timeout are
  * retryable. The status and the first 1 KiB of the response body go into the attempt's error.
  */
+import { describeThrown } from "../describe.ts";
 import { attemptContext, endRequestSpan, startRequestSpan } from "../metrics/tracing.ts";
 import { callbackUrl, DEFAULT_CALLBACK_PATH_PREFIX, normalizePathPrefix } from "../contract/callback_url.ts";
 import { sign, SIGNATURE_HEADER } from "../contract/signature.ts";
@@ -53,6 +54,8 @@ export interface HttpRunnerDeps {
   fetch?: typeof fetch;
   /** Told of every park written in the background, so that shutdown can wait for them. */
   onParking?: (parking: Promise<void>) => void;
+  /** Told of an attempt whose park could not be written (the heartbeat names it; the leader ends it). */
+  abandon?: (attempt: { id: number; lease: number }, reason: string) => void;
   /** How long a failing park is retried (ms, default 0: once). */
   outcomeRetryMs?: number;
   /** Told of each callback registered (by the claim or here). */
@@ -226,8 +229,8 @@ export function createHttpRunner(kind: string, config: HttpWorkerConfig, deps: H
     if (status >= 200 && status < 300) {
       // The function has the job: the slot is free now and the park is written in the background, as a
       // completion is (parks that happen together share one statement). It parks unless the function
-      // already called back (or the job changed). A park that never lands leaves the attempt `running`
-      // without heartbeats, so the leader rescues and retries it.
+      // already called back (or the job changed). A park that never lands leaves the attempt `running`:
+      // the worker names it in its heartbeat and the leader's rescue retries it.
       const parking = retryWithin(
         () => deps.engine.park(job.id, job.lease, callbackId),
         deps.outcomeRetryMs ?? 0,
@@ -242,11 +245,11 @@ export function createHttpRunner(kind: string, config: HttpWorkerConfig, deps: H
           }
         },
         (e) => {
+          const why = describeThrown(e);
           logger?.error(
-            `svc: job ${job.id}: could not park the attempt (${
-              (e as Error)?.message ?? e
-            }); it will be rescued and retried`,
+            `svc: job ${job.id}: could not park the attempt (${why}); it will be rescued and retried`,
           );
+          deps.abandon?.(job, `could not park the attempt: ${why}`);
         },
       );
       deps.onParking?.(parking);
@@ -255,12 +258,20 @@ export function createHttpRunner(kind: string, config: HttpWorkerConfig, deps: H
     const what = `function endpoint responded HTTP ${status}${statusText ? ` ${statusText}` : ""}` +
       (status >= 300 && status < 400 ? ` (redirect${location ? ` to ${location}` : ""} not followed)` : "") +
       (excerpt ? `: ${excerpt}` : "");
+    // The attempt's stack is the function's answer: its status, Retry-After and Location, and its first bytes.
+    const answer = `HTTP ${status}${statusText ? ` ${statusText}` : ""}` +
+      (retryAfter ? `\nretry-after: ${retryAfter}` : "") + (location ? `\nlocation: ${location}` : "") +
+      `\n\n${excerpt || "(empty body)"}`;
+    const withAnswer = <E extends Error>(e: E): E => {
+      e.stack = answer;
+      return e;
+    };
     if (status >= 500 || retryable.has(status) || status < 200) {
       const delay = parseRetryAfter(retryAfter);
-      if (delay !== null) throw new RetryLaterError(what, delay);
-      throw new Error(what);
+      if (delay !== null) throw withAnswer(new RetryLaterError(what, delay));
+      throw withAnswer(new Error(what));
     }
-    throw new TerminalError(what);
+    throw withAnswer(new TerminalError(what));
   };
 
   return { run, maxAttempts: c.maxAttempts, backoff: c.backoff ?? defaultBackoff, callbackTimeout };

@@ -1,53 +1,79 @@
 /**
- * Leader election: one leader per database (per schema).
+ * Leader election: one leader per database (per schema), by a term in the `leadership` row.
  *
- * The leader holds a session-level advisory lock on a connection of its own, and a term in the
- * `leadership` table that it renews while it makes progress (every `leaderTtl / 5`, at least every
- * second). A leader that stops renewing (its process stopped, its event loop blocked by a handler) is
- * replaced: a challenger that finds the term not renewed for `leaderTtl` ends the holder's lock session
- * with `pg_terminate_backend` and takes the lock and the next term, within `leaderTtl` plus one election
- * interval. Every duty runs through the lock's fenced `Db` (src/db/driver.ts): in a transaction that
- * first checks the lock and the term, so a former leader that resumes changes nothing. Losing the lock
- * connection loses leadership at once. See docs/guide/operations.md ("The leader").
+ * One protocol for every worker, whichever URLs it has, and it works through a transaction pooler: no
+ * session state, no advisory lock, no ending of other sessions. A process leads while it holds the
+ * current term (`holder`, `term`) and renews it (`renewed_at`, the database's clock) while it makes
+ * progress (every `leaderTtl / 5`, at least every second). A challenger takes the next term in one
+ * statement when the row has no holder or was not renewed for `leaderTtl`, so a stalled leader (its
+ * process stopped, its event loop blocked by a handler) is replaced within `leaderTtl` plus one election
+ * interval.
+ *
+ * Every duty runs through `fenced`: each statement (or `begin` block) in a transaction of its own that
+ * first locks the leadership row `for key share` where it still names this process and its term, or throws
+ * `NotLeaderError` and writes nothing. A challenger's take (`for update skip locked`) cannot pass a duty in
+ * flight, so a duty commits under the term it checked, or not at all. The holder's renewal (an update of
+ * `renewed_at` only, a `for no key update` lock) does not wait for its own duties: were it queued behind a
+ * duty of a leader whose event loop then blocks, it would renew the term the moment PostgreSQL ends that
+ * duty's transaction, and the takeover would wait a second TTL. The fence also sets the
+ * transaction's `idle_in_transaction_session_timeout` to `leaderTtl`: a leader stopped inside a duty's
+ * transaction has it ended by PostgreSQL (its own session only), which rolls back what it had not
+ * committed and frees its locks. See docs/guide/operations.md ("The leader") and ADR 014.
  */
 import type { Db } from "../db/connection.ts";
-import { type LeaderLock, NotLeaderError } from "../db/driver.ts";
+import { NotLeaderError } from "../db/driver.ts";
 import type { SchemaNames } from "../db/names.ts";
 import type { Logger } from "../types.ts";
 
-/** What the election needs besides the lock. */
+/** What the election needs. */
 export interface ElectionOptions {
-  /** The pool, for reading the term and for ending a stale holder's session. */
+  /** The pool: a pooled URL does (every statement is a transaction of its own). */
   db: Db;
   names: SchemaNames;
   /** This runtime's id (the term's holder). */
   id: string;
-  /** The advisory lock key (to find the holder's session). */
-  key: number;
   /** A term not renewed for this long is taken over (ms). */
   ttlMs: number;
+  /**
+   * The clock of this process's renewal schedule (ms, default `Date.now`); tests drive it instead of
+   * waiting. A term's age is the database's clock (`renewed_at` against `now()`), the same for every process.
+   */
+  now?: () => number;
 }
 
 export class LeaderElection {
   isLeader = false;
   /** The term this process holds while it leads. */
   term = 0;
+  /** When this process last renewed (or took) its term (its own clock, ms). */
   private lastRenew = 0;
-  /** A term seen with no renewal at all, to take over at the next sighting. */
-  private unrenewed: string | null = null;
-  private cannotTerminate = false;
   readonly fenced: Db;
+  private readonly now: () => number;
 
   constructor(
-    private readonly lock: LeaderLock,
     private readonly logger: Logger,
     private readonly onChange: (leader: boolean) => void,
     private readonly o: ElectionOptions,
   ) {
-    this.fenced = lock.fencedDb(() => ({
-      text: `exists (select 1 from ${o.names.q}.leadership where holder = $3 and term = $4)`,
-      params: [o.id, this.term],
-    }));
+    this.now = o.now ?? Date.now;
+    const guarded = async <T>(fn: (tx: Db) => Promise<T>): Promise<T> => {
+      if (!this.isLeader) throw new NotLeaderError();
+      const term = this.term;
+      return await o.db.begin(async (tx) => {
+        const ok = await tx.query(
+          `select set_config('idle_in_transaction_session_timeout', $3, true) as t
+             from ${o.names.q}.leadership where holder = $1 and term = $2 for key share`,
+          [o.id, term, String(Math.ceil(o.ttlMs))],
+        );
+        if (ok.length === 0) throw new NotLeaderError();
+        return await fn(tx);
+      });
+    };
+    this.fenced = {
+      query: (text, params) => guarded((tx) => tx.query(text, params)),
+      exec: (text) => guarded((tx) => tx.exec(text)),
+      begin: (fn) => guarded(fn),
+    };
   }
 
   /** How often the leader renews its term. */
@@ -57,126 +83,87 @@ export class LeaderElection {
 
   /** One election step: keep (renewing the term when due) or try to take leadership. Whether this process leads. */
   async tick(): Promise<boolean> {
+    if (this.isLeader) {
+      await this.renewIfDue();
+      return this.isLeader;
+    }
     try {
-      if (this.isLeader) {
-        if (Date.now() - this.lastRenew >= this.renewEveryMs) await this.renew();
-        else if (!(await this.lock.check())) this.lose("leader connection was replaced");
-      } else if (await this.tryTake()) {
+      if (await this.tryTake()) {
         this.isLeader = true;
         this.onChange(true);
       }
     } catch (e) {
-      if (this.isLeader) {
-        this.lose(
-          e instanceof NotLeaderError
-            ? "another process took over the term"
-            : `leader connection failed: ${(e as Error).message}`,
-        );
-      }
-      this.lock.drop();
+      this.logger.debug(`svc: leader election failed: ${(e as Error).message}`);
     }
     return this.isLeader;
   }
 
-  /** Renews the term if due (called between duties, so a long duty does not let it lapse). */
+  /**
+   * Renews the term if due (also called between duties, so a long run of duties does not let it lapse).
+   * Another holder of the term: leadership is lost at once. A failed renewal (the database unreachable)
+   * keeps leadership until the last renewal is `leaderTtl` old, when a challenger may take the term: the
+   * fence keeps the duties safe meanwhile.
+   */
   async renewIfDue(): Promise<void> {
-    if (this.isLeader && Date.now() - this.lastRenew >= this.renewEveryMs) {
-      try {
-        await this.renew();
-      } catch (e) {
-        this.lose(e instanceof NotLeaderError ? "another process took over the term" : (e as Error).message);
-        this.lock.drop();
+    if (!this.isLeader || this.now() - this.lastRenew < this.renewEveryMs) return;
+    try {
+      const rows = await this.o.db.query(
+        `update ${this.o.names.q}.leadership set renewed_at = now()
+          where holder = $1 and term = $2 returning term`,
+        [this.o.id, this.term],
+      );
+      if (rows.length === 0) throw new NotLeaderError();
+      this.lastRenew = this.now();
+    } catch (e) {
+      if (e instanceof NotLeaderError) this.lose("another process took over the term");
+      else if (this.now() - this.lastRenew >= this.o.ttlMs) {
+        this.lose(`the term could not be renewed for ${this.o.ttlMs} ms: ${(e as Error).message}`);
       }
     }
-  }
-
-  private async renew(): Promise<void> {
-    const rows = await this.fenced.query(
-      `update ${this.o.names.q}.leadership set renewed_at = now() where holder = $1 and term = $2 returning term`,
-      [this.o.id, this.term],
-    );
-    if (rows.length === 0) throw new NotLeaderError();
-    this.lastRenew = Date.now();
-  }
-
-  /** Takes the lock (ending a stale holder's session first) and the next term. */
-  private async tryTake(): Promise<boolean> {
-    if (!(await this.lock.tryAcquire())) {
-      if (!(await this.endStaleHolder())) return false;
-      if (!(await this.lock.tryAcquire())) return false;
-    }
-    // The lock is ours: the next term, written on the lock's session (fenced on the lock only).
-    this.term = -1;
-    const [r] = await this.lock.fencedDb(() => ({ text: "true", params: [] })).query(
-      `update ${this.o.names.q}.leadership set holder = $1, term = term + 1, renewed_at = now() returning term`,
-      [this.o.id],
-    );
-    this.term = Number(r.term);
-    this.lastRenew = Date.now();
-    return true;
   }
 
   /**
-   * When the holder's term was not renewed for the TTL (or never, seen twice), ends the sessions that
-   * hold the lock. Whether it did.
+   * Takes the next term when the row has no holder, is this process's own, or was not renewed for the TTL;
+   * skips the row while a duty of the holder is in flight (it holds the row `for key share`).
    */
-  private async endStaleHolder(): Promise<boolean> {
+  private async tryTake(): Promise<boolean> {
+    const q = this.o.names.q;
     const [r] = await this.o.db.query(
-      `select l.holder, l.term, l.renewed_at is null as never,
-              coalesce(l.renewed_at < now() - $1::bigint * interval '1 millisecond', true) as stale,
-              extract(epoch from now() - l.renewed_at)::float8 as age,
-              array(select pid from pg_locks
-                     where locktype = 'advisory' and objsubid = 1 and granted
-                       and ((classid::bigint << 32) | objid::bigint) = $2::bigint) as pids
-         from ${this.o.names.q}.leadership l`,
-      [this.o.ttlMs, this.o.key],
+      `with c as (
+         select holder, term, renewed_at is not null and renewed_at >= now() - $2::bigint * interval '1 millisecond' as fresh,
+                extract(epoch from now() - renewed_at)::float8 as age
+           from ${q}.leadership
+          where singleton and (holder is null or holder = $1 or renewed_at is null
+                               or renewed_at < now() - $2::bigint * interval '1 millisecond')
+            for update skip locked)
+       update ${q}.leadership l set holder = $1, term = c.term + 1, renewed_at = now()
+         from c where l.singleton
+       returning l.term, c.holder as previous, c.term as previous_term, c.fresh, c.age`,
+      [this.o.id, this.o.ttlMs],
     );
-    const pids: number[] = (r?.pids ?? []).map(Number);
-    if (!r || !r.stale || pids.length === 0) {
-      this.unrenewed = null;
-      return false;
+    if (!r) return false;
+    this.term = Number(r.term);
+    this.lastRenew = this.now();
+    if (r.previous !== null && r.previous !== this.o.id && !r.fresh) {
+      this.logger.warn(
+        `svc: the leader ${r.previous} has not renewed its term ${r.previous_term} for ${
+          r.age === null ? "ever" : `${Math.round(Number(r.age))} s`
+        }; took over with term ${this.term}`,
+      );
     }
-    if (r.never) {
-      // No renewal at all yet (a holder that has just taken the lock, or one of the older line): only
-      // when the same term is seen again an election later.
-      const seen = `${r.holder}:${r.term}`;
-      if (this.unrenewed !== seen) {
-        this.unrenewed = seen;
-        return false;
-      }
-    }
-    this.unrenewed = null;
-    try {
-      await this.o.db.query(`select pg_terminate_backend(pid, 5000) from unnest($1::int[]) as pid`, [pids]);
-    } catch (e) {
-      if (!this.cannotTerminate) {
-        this.cannotTerminate = true;
-        this.logger.error(
-          `svc: the leader ${r.holder ?? "(unknown)"} has not renewed its term for ${
-            r.age === null ? "ever" : `${Math.round(Number(r.age))} s`
-          } and cannot be replaced: ending its session failed (${(e as Error).message}); ` +
-            `grant this role pg_signal_backend, or run every worker as the same role`,
-        );
-      }
-      return false;
-    }
-    this.logger.warn(
-      `svc: the leader ${r.holder ?? "(unknown)"} has not renewed its term ${r.term} for ${
-        r.age === null ? "ever" : `${Math.round(Number(r.age))} s`
-      }; ended its lock session (pid ${pids.join(", ")}) to take over`,
-    );
     return true;
   }
 
-  /** Releases the lock and the connection. */
+  /** Gives the term back (shutdown), so that another process takes it at its next election. */
   async resign(): Promise<void> {
-    if (this.isLeader) {
-      try {
-        await this.lock.release();
-      } catch { /* the connection is going anyway */ }
-      this.lose("shutdown", "info");
-    }
-    this.lock.drop();
+    if (!this.isLeader) return;
+    try {
+      await this.o.db.query(
+        `update ${this.o.names.q}.leadership set holder = null, renewed_at = null where holder = $1 and term = $2`,
+        [this.o.id, this.term],
+      );
+    } catch { /* the term lapses after the TTL */ }
+    this.lose("shutdown", "info");
   }
 
   private lose(why: string, level: "warn" | "info" = "warn"): void {

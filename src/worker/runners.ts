@@ -6,6 +6,7 @@
 import { ValidationError } from "../errors.ts";
 import type { KindPolicy } from "../storage/engine.ts";
 import { defaultBackoff, type HandlerEntry, type KindRunner, toRunner } from "./handlers.ts";
+import type { SchemaMap } from "../tasks.ts";
 import { createHttpRunner, type HttpRunnerDeps, type HttpWorkerConfig } from "./http_worker.ts";
 
 /** The kinds a worker runs. */
@@ -17,14 +18,20 @@ export interface RunnerRegistry {
   callbackTimeoutsMs: Record<string, number>;
 }
 
-/** Builds the registry; a kind with both a handler and an HTTP worker is refused. */
+/**
+ * Builds the registry; a kind with both a handler and an HTTP worker is refused. A handler whose kind has
+ * a schema validates the job's args before it runs.
+ */
 export function buildRunners(
-  handlers: Record<string, HandlerEntry>,
+  handlers: Record<string, HandlerEntry | undefined>,
   httpWorkers: Record<string, HttpWorkerConfig>,
   httpDeps: HttpRunnerDeps,
+  schemas: SchemaMap = {},
 ): RunnerRegistry {
   const runners = new Map<string, KindRunner>();
-  for (const [kind, entry] of Object.entries(handlers)) runners.set(kind, toRunner(kind, entry));
+  for (const [kind, entry] of Object.entries(handlers)) {
+    runners.set(kind, toRunner(kind, entry, Object.hasOwn(schemas, kind) ? schemas[kind] : undefined));
+  }
   for (const [kind, cfg] of Object.entries(httpWorkers)) {
     if (runners.has(kind)) {
       throw new ValidationError(`kind ${kind} has both a handler and an HTTP worker; keep one`);

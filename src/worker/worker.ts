@@ -2,10 +2,12 @@
  * `createWorker`: the application process. Owns one dispatcher per queue, the heartbeat loop, the
  * maintenance loop (elected leader), the notifier, and their lifecycle from `start` to `shutdown`.
  */
-import { connect, connectWithin, poolTarget } from "../db/connection.ts";
+import { connect, connectWithin, poolTarget, type Sql } from "../db/connection.ts";
 import { postgresDriver } from "../db/driver.ts";
+import { resolvePooler } from "../db/pooler.ts";
 import { type Client, createClient } from "../client/client.ts";
 import { EXPECTED_SCHEMA_VERSION, readSchemaVersion, schemaCompatible } from "../db/schema_version.ts";
+import { assertSqlNotNewer } from "../db/migrate.ts";
 import { SchemaOutdatedError, SvcError, ValidationError } from "../errors.ts";
 import { env, hostname, pid } from "../runtime/runtime.ts";
 import type { Job, Logger, ReadinessReport } from "../types.ts";
@@ -13,8 +15,11 @@ import { RoutedEngine } from "../storage/routed.ts";
 import { Dispatcher } from "./dispatcher.ts";
 import { type ExecutorDeps, fail, type InFlight } from "./executor.ts";
 import { Completer } from "./completer.ts";
+import { ProgressWriter } from "./progress.ts";
 import { CallbackWaiters } from "./callback_waiters.ts";
 import { HeartbeatLoop } from "./heartbeat.ts";
+import { AbandonedAttempts } from "./abandoned.ts";
+import { StuckHandlers } from "./stuck.ts";
 import { LeaderElection } from "./leader.ts";
 import { MaintenanceLoop } from "./maintenance/maintenance.ts";
 import { listenNotifier, type Notifier, pollingNotifier } from "./notifier.ts";
@@ -23,6 +28,7 @@ import { cronDuty } from "./maintenance/cron.ts";
 import { startHealthListener } from "./health_listener.ts";
 import { resolveWorkerOptions, type WorkerOptions } from "./options.ts";
 import { buildRunners } from "./runners.ts";
+import type { AnyTasks, SchemaMap } from "../tasks.ts";
 import { NOOP_JOB, OTHER, svcMetrics } from "../metrics/svc_metrics.ts";
 import { workerGauges } from "../metrics/gauges.ts";
 
@@ -42,8 +48,11 @@ export interface Worker {
   healthCheck(): Promise<ReadinessReport>;
 }
 
-/** Creates a worker; nothing connects before `start()`. */
-export function createWorker(opts: WorkerOptions): Worker {
+/**
+ * Creates a worker; nothing connects before `start()`. Its task map is its client's, or
+ * `createWorker<Tasks>()`'s (`createWorker<typeof schemas>()` with a map of schemas).
+ */
+export function createWorker<T extends object = AnyTasks>(opts: WorkerOptions<T>): Worker {
   const {
     logger,
     on,
@@ -60,11 +69,16 @@ export function createWorker(opts: WorkerOptions): Worker {
     outcomeRetryMs,
     cronDefs,
     healthAddr,
+    schemas,
+    listenUrl,
+    stuckGrace,
   } = resolveWorkerOptions(opts);
 
-  const { client, ownsPool } = openClient(opts, heartbeatInterval, maxConnections);
+  const { client, ownsPool } = openClient(opts, heartbeatInterval, maxConnections, schemas);
   const driver = client.driver;
   const db = driver.db;
+  // Through a transaction pooler nothing relies on the session: LISTEN comes from listenUrl, or nothing.
+  const pooler = opts.pooler ?? driver.pooler ?? "none";
   // A worker restricted to some engines (`engines: ["canonical"]` acts as a process of the older line)
   // routes on its own; otherwise it shares the client's engine.
   const engine = opts.engines
@@ -79,8 +93,11 @@ export function createWorker(opts: WorkerOptions): Worker {
   const metrics = opts.metrics === false ? null : svcMetrics();
   /** Parks of HTTP attempts still being written (their slots are free already); shutdown waits for them. */
   const parking = new Set<Promise<void>>();
+  /** Attempts whose outcome could not be written: named by the heartbeat, ended by the leader's rescue. */
+  const abandoned = new AbandonedAttempts();
+  const abandon = (a: { id: number; lease: number }, reason: string) => abandoned.add(a, reason);
   const { runners, policies, callbackTimeoutsMs } = buildRunners(
-    opts.handlers ?? {},
+    (opts as WorkerOptions<any>).handlers ?? {},
     opts.httpWorkers ?? {},
     {
       engine,
@@ -91,16 +108,23 @@ export function createWorker(opts: WorkerOptions): Worker {
         parking.add(p);
         p.finally(() => parking.delete(p));
       },
+      abandon,
     },
+    { ...client.schemas, ...schemas },
   );
   metrics?.knowKinds(runners.keys());
   metrics?.knowQueues(Object.keys(opts.queues));
   const inFlight = new Map<number, InFlight>();
+  /** Aborted handlers that have not returned (src/worker/stuck.ts), and every slot taken, for shutdown. */
+  const stuck = new StuckHandlers(logger);
+  const slots = new Set<Promise<void>>();
   const waiters = new CallbackWaiters();
+  const progress = new ProgressWriter((items) => client.engine.writeProgress(items), logger);
   // Completer and executor need each other: a result PostgreSQL refuses fails its attempt.
   const completer: Completer = new Completer(engine, logger, {
     deleteRows: retention.completed === 0,
     retryBudgetMs: outcomeRetryMs,
+    abandon,
     // fail() reads only the id and the lease of the job; the event carries the job as it ends up.
     unstorable: (c, reason) =>
       fail({ id: c.id, lease: c.lease } as Job, `result cannot be stored: ${reason}`, true, undefined, deps),
@@ -115,9 +139,16 @@ export function createWorker(opts: WorkerOptions): Worker {
     on,
     pollInterval,
     outcomeRetryMs,
+    abandon,
+    enqueuer: client,
+    keepCompleted: retention.completed !== 0,
+    progress: (job, json) => progress.report(job, json),
     jobMetrics: metrics ? (job) => metrics.job(job.queue, job.kind) : () => NOOP_JOB,
     // Span names carry the kind only when this worker runs it (a bounded set).
     traceKind: opts.tracing === false ? null : (job) => (runners.has(job.kind) ? job.kind : OTHER),
+    stuck,
+    stuckGraceMs: stuckGrace,
+    slots,
   };
   const dispatchers = new Map<string, Dispatcher>();
   for (const [queue, cfg] of Object.entries(opts.queues)) {
@@ -137,20 +168,20 @@ export function createWorker(opts: WorkerOptions): Worker {
   let started = false;
   let shuttingDown = false;
   let notifier: Notifier = pollingNotifier();
+  /** The LISTEN connection's pool when `listenUrl` is given. */
+  let listenSql: Sql | null = null;
   const stops: (() => Promise<void>)[] = [];
 
   const election = new LeaderElection(
-    driver.leaderLock(names.leaderLockKey),
     logger,
     (leader) => {
       logger.info(`svc: runtime ${id} ${leader ? "is now the leader" : "is no longer the leader"}`);
       emit(on, logger, "leader", leader);
       heartbeat.poke();
     },
-    { db, names, id, key: names.leaderLockKey, ttlMs: leaderTtl },
+    { db, names, id, ttlMs: leaderTtl },
   );
-  // The leader's duties go through the lock's fenced connection (src/worker/leader.ts): an engine of
-  // their own over it.
+  // The leader's duties go through the term's fence (src/worker/leader.ts): an engine of their own over it.
   const leaderEngine = new RoutedEngine(election.fenced, names, {
     liveWithinMs: 3 * heartbeatInterval,
     engines: opts.engines,
@@ -170,7 +201,12 @@ export function createWorker(opts: WorkerOptions): Worker {
   const heartbeat = new HeartbeatLoop(
     engine,
     () => [
-      ...[...inFlight.values()].map((f) => ({ id: f.job.id, lease: f.job.lease })),
+      // An attempt whose REPEATABLE READ ctx.transaction is open is left alone: a heartbeat of its row
+      // (canonical) after the transaction's snapshot would make its completion a serialization failure.
+      ...[...inFlight.values()].filter((f) => f.heartbeats()).map((f) => ({
+        id: f.job.id,
+        lease: f.job.lease,
+      })),
       ...[...dispatchers.values()].flatMap((d) => d.held()),
     ],
     () => ({
@@ -181,10 +217,19 @@ export function createWorker(opts: WorkerOptions): Worker {
       engines: engine.engines,
       ready: localReadiness(),
       leader: election.isLeader,
-      health: { in_flight: inFlight.size, listening: notifier.listening, rescue_after_ms: rescueAfter },
+      health: {
+        in_flight: inFlight.size,
+        ...heldReport([...dispatchers.values()].flatMap((d) => d.held()).map((h) => h.id)),
+        kinds: [...runners.keys()].sort(),
+        listening: notifier.listening,
+        rescue_after_ms: rescueAfter,
+        ...(abandoned.size ? { abandoned: abandoned.list() } : {}),
+        ...(stuck.size ? { stuck_handlers: stuck.list() } : {}),
+      },
     }),
     heartbeatInterval,
     logger,
+    () => abandoned.size ? abandoned.prune(engine) : Promise.resolve(),
   );
 
   const worker: Worker = {
@@ -194,7 +239,25 @@ export function createWorker(opts: WorkerOptions): Worker {
     },
     async start() {
       if (started) throw new SvcError("worker already started: call start() once", "invalid_state");
-      const version = await connectWithin(() => readSchemaVersion(db, names), {
+      // The statements before the loops start, retried as a whole while the server refuses, restarts or
+      // closes the connection under one of them (until connectTimeout); any other error is final.
+      const preflight = async () => {
+        const version = await readSchemaVersion(db, names);
+        if (!schemaCompatible(version)) {
+          throw new SchemaOutdatedError(version, EXPECTED_SCHEMA_VERSION);
+        }
+        // The functions this worker calls must be its own library's or an older one's (ADR 017).
+        await assertSqlNotNewer(db, names);
+        if (!engine.engines.includes("queue_storage") && (await engine.transition()) === "active") {
+          throw new ValidationError(
+            "createWorker: this worker executes only the canonical storage engine, and the storage transition of " +
+              "this database is finished (active): run it with both engines (the default)",
+          );
+        }
+        await engine.mode(); // a worker of only queue storage on a canonical database is refused here
+        if (cronDefs.length) await engine.cron.upsert(cronDefs, id);
+      };
+      await connectWithin(preflight, {
         timeoutMs: connectTimeout,
         target: poolTarget(driver.sql),
         fix: "databaseUrl / DATABASE_URL (or raise connectTimeout)",
@@ -203,19 +266,35 @@ export function createWorker(opts: WorkerOptions): Worker {
           if (ownsPool) await driver.sql?.end({ timeout: 0 });
         },
       });
-      if (!schemaCompatible(version)) {
-        throw new SchemaOutdatedError(version, EXPECTED_SCHEMA_VERSION);
-      }
-      if (!engine.engines.includes("queue_storage") && (await engine.transition()) === "active") {
-        throw new ValidationError(
-          "createWorker: this worker executes only the canonical storage engine, and the storage transition of " +
-            "this database is finished (active): run it with both engines (the default)",
+      // Orphaned attempts pin their ring slot until rescued: a ring that turns over faster than rescueAfter
+      // runs short of slots after a crash.
+      const qs =
+        engine instanceof RoutedEngine && (await engine.mode().catch(() => "canonical")) !== "canonical"
+          ? await engine.queueStorage().catch(() => null)
+          : null;
+      if (qs && qs.ringSpanMs(retention.completed) <= 2 * rescueAfter) {
+        logger.warn(
+          `svc: the queue-storage ring turns over in ${
+            Math.round(qs.ringSpanMs(retention.completed) / 1000)
+          } s ` +
+            `(slots - 2 times the rotation interval), not well above rescueAfter (${
+              rescueAfter / 1000
+            } s): a ` +
+            `killed worker's attempts pin their slots until rescued, so the ring can run short of slots; ` +
+            `migrate with more slots or a longer rotation interval, or lower rescueAfter`,
         );
       }
-      await engine.mode(); // a worker of only queue storage on a canonical database is refused here
-      if (cronDefs.length) await engine.cron.upsert(cronDefs, id);
       if (metrics) {
-        stops.push(workerGauges(metrics, engine, names.schema, dispatchers, () => election.isLeader));
+        stops.push(
+          workerGauges(
+            metrics,
+            engine,
+            names.schema,
+            dispatchers,
+            () => election.isLeader,
+            () => stuck.byQueue(),
+          ),
+        );
       }
       if (healthAddr) {
         const listener = await startHealthListener(
@@ -228,7 +307,15 @@ export function createWorker(opts: WorkerOptions): Worker {
       }
       warnAtStart(opts, maxConnections, dispatchers, logger);
       if (opts.listen !== false) {
-        notifier = listenNotifier(driver, logger);
+        if (listenUrl) {
+          listenSql = connect(listenUrl, { max: 1, applicationName: "svc-worker-listen" });
+          notifier = listenNotifier(postgresDriver(listenSql), logger);
+        } else if (pooler === "transaction") {
+          logger.info(
+            `svc: the database URL goes through a transaction pooler, where LISTEN does not work: the claim ` +
+              `loops poll every ${pollInterval} ms (give listenUrl a direct URL for instant wake-ups)`,
+          );
+        } else notifier = listenNotifier(driver, logger);
         await notifier.subscribe(names.jobsChannel, (queue) => dispatchers.get(queue)?.wake());
         await notifier.subscribe(
           names.abortChannel,
@@ -251,13 +338,16 @@ export function createWorker(opts: WorkerOptions): Worker {
       heartbeat.poke();
       await Promise.all([...dispatchers.values()].map((d) => d.stop()));
       await drainInFlight(inFlight, drainTimeout, logger);
+      await waitForHandlers(slots, stuck, stuckGrace, logger);
       await completer.drain();
+      await progress.close();
       await Promise.allSettled([...parking]);
       await maintenance.stop();
       await heartbeat.stop();
       for (const stop of stops.reverse()) await stop().catch(() => {});
       await engine.deleteRuntime(id).catch(() => {});
       await notifier.close();
+      await listenSql?.end({ timeout: 5 }).catch(() => {});
       if (ownsPool) await driver.close();
       logger.info(`svc: worker ${id} stopped`);
     },
@@ -287,6 +377,8 @@ export function createWorker(opts: WorkerOptions): Worker {
         maintenance_alive: started && maintenance.alive(),
         shutting_down: shuttingDown,
         leader: election.isLeader,
+        pooler,
+        listening: notifier.listening,
       };
       r.ready = r.postgres_connected && r.schema_compatible && r.poll_loop_alive && r.heartbeat_alive &&
         r.maintenance_alive && !r.shutting_down;
@@ -296,35 +388,46 @@ export function createWorker(opts: WorkerOptions): Worker {
   return worker;
 }
 
-/** The worker's client: the caller's, one over the caller's driver, or one with a pool of its own. */
+/**
+ * The worker's client: the caller's, one over the caller's driver, or one with a pool of its own (with the
+ * worker's schemas, so that `ctx.enqueue` validates with them).
+ */
 function openClient(
-  opts: WorkerOptions,
+  opts: WorkerOptions<any>,
   heartbeatInterval: number,
   maxConnections: number,
+  schemas: SchemaMap,
 ): { client: Client; ownsPool: boolean } {
   let client: Client;
   let ownsPool = false;
   if (opts.client) {
     client = opts.client;
   } else if (opts.driver) {
-    client = createClient({
+    client = createClient<AnyTasks>({
       driver: opts.driver,
       schema: opts.schema,
       heartbeatInterval,
       metrics: opts.metrics !== false,
+      schemas,
     });
   } else {
     const url = opts.databaseUrl ?? env("DATABASE_URL");
     if (!url) {
       throw new ValidationError("createWorker: no database URL: pass databaseUrl or set DATABASE_URL");
     }
-    // The leader lock and LISTEN open their own connections on top of this pool (src/db/driver.ts).
-    const sql = connect(url, { max: maxConnections, applicationName: "svc-worker" });
-    client = createClient({
-      driver: postgresDriver(sql, { owned: true }),
+    // LISTEN opens its own connection on top of this pool (src/db/driver.ts).
+    const pooler = resolvePooler(url, opts.pooler).mode;
+    const sql = connect(url, {
+      max: maxConnections,
+      applicationName: "svc-worker",
+      prepare: pooler !== "transaction",
+    });
+    client = createClient<AnyTasks>({
+      driver: postgresDriver(sql, { owned: true, pooler }),
       schema: opts.schema,
       heartbeatInterval,
       metrics: opts.metrics !== false,
+      schemas,
     });
     ownsPool = true;
   }
@@ -333,7 +436,7 @@ function openClient(
 
 /** Warnings about the configuration, logged once at start: nothing here stops the worker. */
 function warnAtStart(
-  opts: WorkerOptions,
+  opts: WorkerOptions<any>,
   maxConnections: number,
   dispatchers: Map<string, Dispatcher>,
   logger: Logger,
@@ -354,6 +457,26 @@ function warnAtStart(
         `raise maxConnections to leave room for handlers, heartbeats and admin queries`,
     );
   }
+}
+
+/**
+ * After the drain: aborted handlers that have not returned keep their slots; shutdown waits up to the stuck
+ * grace for them, then goes on, naming those still running (an orchestrator's termination grace holds).
+ */
+async function waitForHandlers(
+  slots: Set<Promise<void>>,
+  stuck: StuckHandlers,
+  graceMs: number,
+  logger: Logger,
+): Promise<void> {
+  if (slots.size === 0) return;
+  await StuckHandlers.settleWithin([...slots], graceMs);
+  if (slots.size === 0) return;
+  const named = stuck.list().map((h) => `job ${h.job_id} (${h.kind})`);
+  logger.warn(
+    `svc: shutting down with ${slots.size} handler(s) that did not return after their abort` +
+      (named.length ? `: ${named.join(", ")}` : ""),
+  );
 }
 
 /** Waits for the attempts in flight to settle for up to `drainTimeout` ms, then aborts the rest. */
@@ -377,4 +500,15 @@ async function drainInFlight(
   }
   rest.forEach((f) => f.abort("shutdown"));
   await Promise.allSettled(rest.map((f) => f.done));
+}
+
+/** Most held job ids a heartbeat names (the count is always whole). */
+export const HELD_IDS_MAX = 500;
+
+/**
+ * The jobs this process holds claimed and not started (prefetched): their state is `running` like the
+ * started ones, so the UI tells them apart by this report. Nothing when there are none.
+ */
+export function heldReport(ids: number[]): { held?: number; held_jobs?: number[] } {
+  return ids.length ? { held: ids.length, held_jobs: ids.slice(0, HELD_IDS_MAX) } : {};
 }

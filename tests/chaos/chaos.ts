@@ -16,6 +16,11 @@ export interface ChaosOptions {
   engine: "canonical" | "queue_storage";
   /** Jobs in all: half enqueued before the workers start, half while faults happen. */
   jobs: number;
+  /**
+   * Jobs of kind `hostile` besides them (enqueued with the first half, 2 attempts each): each throws a
+   * hostile value (tests/fixtures/chaos_worker.ts) and must end `failed` with readable errors.
+   */
+  hostile?: number;
   /** Worker processes. */
   workers: number;
   /** Faults are injected for this long (ms); then the run waits for the drain. */
@@ -41,6 +46,12 @@ export interface ChaosReport {
   completed: number;
   /** Jobs not completed at the end. */
   lost: number;
+  /** Hostile jobs enqueued. */
+  hostile: number;
+  /** Hostile jobs not `failed` at the end, or with an error that is not a non-empty string. */
+  hostileUnreadable: number;
+  /** Hostile jobs by state at the end. */
+  hostileStates: Record<string, number>;
   /** (job, lease) pairs that ran more than once. */
   duplicateAttempts: number;
   /** Completed jobs whose result came from another attempt than the job's last. */
@@ -105,6 +116,9 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
     jobs: o.jobs,
     completed: 0,
     lost: 0,
+    hostile: o.hostile ?? 0,
+    hostileUnreadable: 0,
+    hostileStates: {},
     duplicateAttempts: 0,
     staleWinners: 0,
     withoutRun: 0,
@@ -147,6 +161,12 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
     };
     const first = Math.ceil(o.jobs / 2);
     await enqueue(first);
+    for (let i = 0; i < report.hostile; i += 1000) {
+      const k = Math.min(1000, report.hostile - i);
+      await client.enqueueMany(
+        Array.from({ length: k }, (_, j) => ({ kind: "hostile", args: { v: i + j }, maxAttempts: 2 })),
+      );
+    }
     for (let i = 0; i < o.workers; i++) spawn(i);
     await Promise.all(workers.map((w) => w!.waitLine(/^started /, 60_000)));
     log(`chaos[${o.engine}]: ${o.workers} workers started, ${first} jobs queued`);
@@ -207,17 +227,33 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
     );
 
     // The drain.
-    const jobs = `(select id, state::text, result, lease from "${schema}".jobs
-                   union all select id, state::text, result, lease from "${schema}_qs".jobs)`;
+    const all = `(select id, kind, state::text, result, lease, errors from "${schema}".jobs
+                  union all select id, kind, state::text, result, lease, errors from "${schema}_qs".jobs)`;
+    const jobs = `(select * from ${all} a where kind = 'chaos')`;
+    // A hostile job is readable when it failed and each of its errors is a non-empty string.
+    const unreadable = `select count(*)::int from ${all} h where h.kind = 'hostile' and (h.state <> 'failed'
+                          or jsonb_array_length(h.errors) = 0
+                          or exists (select 1 from jsonb_array_elements(h.errors) e
+                                      where jsonb_typeof(e -> 'error') <> 'string' or e ->> 'error' = ''))`;
     for (;;) {
       const [r] = await patiently(() =>
-        sql!.unsafe(`select count(*)::int as n from ${jobs} j where state = 'completed'`)
+        sql!.unsafe(
+          `select (select count(*)::int from ${jobs} j where state = 'completed') as n, (${unreadable}) as bad`,
+        )
       );
       report.completed = r.n;
-      if (r.n >= o.jobs || Date.now() - t0 > o.deadlineMs) break;
+      report.hostileUnreadable = r.bad;
+      if ((r.n >= o.jobs && r.bad === 0) || Date.now() - t0 > o.deadlineMs) break;
       await sleep(500);
     }
     report.wallMs = Date.now() - t0;
+    for (
+      const r of await sql.unsafe(
+        `select state, count(*)::int as n from ${all} h where kind = 'hostile' group by 1`,
+      )
+    ) {
+      report.hostileStates[r.state] = r.n;
+    }
     const [c] = await sql.unsafe(
       `with j as (select * from ${jobs} j),
             e as (select job_id, lease, count(*) as n from "${schema}".effects group by 1, 2)

@@ -5,7 +5,7 @@
  * deadline with one line naming the fix, and stop connecting.
  */
 import assert from "node:assert/strict";
-import { ConnectTimeoutError, createWorker, silentLogger } from "../../mod.ts";
+import { ConnectTimeoutError, createClient, createWorker, silentLogger } from "../../mod.ts";
 import { DATABASE_URL, testClient } from "../helpers/db.ts";
 import { closedPort } from "../helpers/http.ts";
 
@@ -199,5 +199,81 @@ Deno.test("worker: start() while PostgreSQL refuses keeps trying until connectTi
     await late.shutdown(500).catch(() => {});
     listener?.close();
     await drop();
+  }
+});
+
+/** A TCP server that accepts and never answers; counts connections. */
+function silent(): { url: string; connections: () => number; close(): void } {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const conns: Deno.Conn[] = [];
+  (async () => {
+    for await (const c of listener) conns.push(c);
+  })().catch(() => {});
+  return {
+    url: `postgres://postgres@127.0.0.1:${(listener.addr as Deno.NetAddr).port}/postgres`,
+    connections: () => conns.length,
+    close() {
+      listener.close();
+      for (const c of conns) {
+        try {
+          c.close();
+        } catch { /* closed by the client */ }
+      }
+    },
+  };
+}
+
+Deno.test("createClient: a call before any connection rejects with ConnectTimeoutError after connectTimeout on every wrong server, and stops connecting", async () => {
+  for (const kind of ["answers 400 and closes", "closes before reading", "stays silent"] as const) {
+    const server = kind === "stays silent" ? silent() : notPostgres(kind === "closes before reading");
+    const client = createClient({ databaseUrl: server.url, connectTimeout: 1, maxConnections: 2 });
+    try {
+      for (const call of [() => client.enqueue("k", {}), () => client.listQueues()]) {
+        const t0 = performance.now();
+        const outcome = await Promise.race([
+          call().then(() => "settled", (e: Error) => e),
+          new Promise((r) => setTimeout(() => r("still pending after 10 s"), 10_000)),
+        ]);
+        const ms = performance.now() - t0;
+        assert.ok(outcome instanceof ConnectTimeoutError, `${kind}: ${String(outcome)}`);
+        assert.match(
+          outcome.message,
+          /no PostgreSQL answered at 127\.0\.0\.1:\d+\/postgres within 1 s.*connectTimeout/,
+        );
+        assert.ok(ms >= 900 && ms < 5_000, `${kind}: gave up after ${Math.round(ms)} ms`);
+      }
+      const settled = server.connections();
+      await new Promise((r) => setTimeout(r, 500));
+      assert.ok(server.connections() - settled <= 2, `${kind}: still connecting`);
+    } finally {
+      await client.close();
+      await server.close();
+    }
+  }
+});
+
+Deno.test("createClient: a refused connection rejects at once with ECONNREFUSED, not after connectTimeout", async () => {
+  const client = createClient({
+    databaseUrl: `postgres://postgres@127.0.0.1:${closedPort()}/postgres`,
+    connectTimeout: 5,
+    maxConnections: 1,
+  });
+  try {
+    const t0 = performance.now();
+    const e = await client.enqueue("k", {}).then(() => null, (err: Error) => err);
+    const ms = performance.now() - t0;
+    assert.equal((e as { code?: string } | null)?.code, "ECONNREFUSED", String(e));
+    assert.ok(ms < 4_000, `rejected after ${Math.round(ms)} ms`);
+  } finally {
+    await client.close();
+  }
+});
+
+Deno.test("createClient: connectTimeout must be a positive number of seconds", () => {
+  for (const bad of [0, -1, NaN, Infinity]) {
+    assert.throws(
+      () => createClient({ databaseUrl: DATABASE_URL, connectTimeout: bad }),
+      /connectTimeout must be a positive number of seconds/,
+    );
   }
 });

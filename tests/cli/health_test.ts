@@ -1,6 +1,6 @@
 /** `svc health`: exit codes, text and JSON, the connect timeout, and fleet counts with 0, 1, 2 workers. */
 import assert from "node:assert/strict";
-import { freshSchema, TEST_ENGINE, TEST_TRANSITION, testClient, waitFor } from "../helpers/db.ts";
+import { freshSchema, POOLED, TEST_ENGINE, TEST_TRANSITION, testClient, waitFor } from "../helpers/db.ts";
 import { type CliRun, svc, svcIn } from "../helpers/cli.ts";
 import { closedPort } from "../helpers/http.ts";
 import { type Proc, spawnFixture } from "../helpers/process.ts";
@@ -26,6 +26,8 @@ Deno.test("svc health: a ready database exits 0, text and --json", async () => {
         `schema version: ${EXPECTED_SCHEMA_VERSION} (binary expects >= ${EXPECTED_SCHEMA_VERSION})`,
         `storage: ${TEST_ENGINE}`,
         "live runtimes: 0 (0 unhealthy)",
+        // The runner's --pooler pass: the command's URL goes through PgBouncer (SERVICE_POOLER=transaction).
+        ...(POOLED ? ["connection: through a transaction pooler"] : []),
         "",
       ].join("\n"),
     );
@@ -42,6 +44,7 @@ Deno.test("svc health: a ready database exits 0, text and --json", async () => {
       storage_transition: TEST_TRANSITION,
       live_runtimes: 0,
       unhealthy_runtimes: 0,
+      pooler: POOLED ? "transaction" : "none",
     });
   } finally {
     await drop();
@@ -68,8 +71,10 @@ Deno.test("svc health: an unmigrated schema exits 1 with the reason naming `svc 
   // An older schema is not ready either.
   const { client, drop } = await testClient({ schema });
   try {
+    // (the baseline is one migration: record it as the version before)
     await client.sql.unsafe(
-      `delete from "${schema}".schema_migrations where version = ${EXPECTED_SCHEMA_VERSION}`,
+      `update "${schema}".schema_migrations set version = ${EXPECTED_SCHEMA_VERSION - 1}
+        where version = ${EXPECTED_SCHEMA_VERSION}`,
     );
     const old = await svcIn(schema, ["health", "--json"]);
     assert.equal(old.code, 1);
@@ -85,6 +90,12 @@ Deno.test("svc health: a closed port exits 1 at once; a silent server fails afte
   const closed = await svc(["health", "--database-url", url]);
   assert.equal(closed.code, 1);
   assert.match(closed.stdout, /^ready: no\npostgres: unreachable\n/);
+  assert.match(
+    closed.stdout,
+    /^live runtimes: 0 \(not counted: the database was not reached\)$/m,
+    "as --json says: 0",
+  );
+  assert.doesNotMatch(closed.stdout, /ECONNREFUSED|reason/, "the reason is printed once, as the error line");
   assert.match(oneErrorLine(closed), /database unreachable .*ECONNREFUSED.*check the database URL/);
   const json = await svc(["--database-url", url, "health", "--json"]);
   assert.equal(json.code, 1);

@@ -56,6 +56,10 @@ Deno.test("validation: NUL and lone surrogates in strings and keys, escaped or r
   assert.equal(jsonTextProblem(JSON.stringify(nested(512))), null);
   assert.match(jsonTextProblem(JSON.stringify(nested(513))) ?? "", /nested deeper than 512/);
   assert.throws(() => checkJsonValue("args", { s: "\ud800" }), ValidationError);
+  // A null is taken as it is; -0 in args is stored as 0 (refused only in a result, read back as returned).
+  assert.equal(checkJsonValue("args", { a: null, b: -0, c: [null] }), '{"a":null,"b":0,"c":[null]}');
+  assert.throws(() => checkJsonValue("result", { b: -0 }, { exactNumbers: true }), /the number -0/);
+  assert.throws(() => checkJsonValue("args", { a: null, b: NaN }), /the number NaN/);
 });
 
 Deno.test("validation: RFC 3339 times must exist, with a zone, years 0001 to 9999", () => {
@@ -89,7 +93,7 @@ Deno.test("validation: cursors are base64 of id:<n> with n a positive safe integ
   }
 });
 
-Deno.test("enqueue: strings PostgreSQL cannot store, deep args and years outside 1..9999 are a ValidationError; nothing written", async () => {
+Deno.test("enqueue: strings PostgreSQL cannot store, numbers JSON cannot carry, deep args and years outside 1..9999 are a ValidationError; nothing written", async () => {
   const { client, drop } = await testClient();
   try {
     const cases: [string, () => Promise<unknown>, RegExp][] = [
@@ -101,6 +105,18 @@ Deno.test("enqueue: strings PostgreSQL cannot store, deep args and years outside
       ["lone surrogate in kind", () => client.enqueue("k\udc00", {}), /kind contains a lone surrogate/],
       ["NUL in a tag", () => client.enqueue("k", {}, { tags: ["a\u0000"] }), /tags\[0\] contains U\+0000/],
       ["NUL in metadata", () => client.enqueue("k", {}, { metadata: { m: "\u0000" } }), /metadata/],
+      ["NaN in args", () => client.enqueue("k", { n: NaN }), /args of k: the number NaN has no JSON form/],
+      ["Infinity deep in args", () => client.enqueue("k", { a: [{ b: Infinity }] }), /the number Infinity/],
+      [
+        "-Infinity in metadata",
+        () => client.enqueue("k", {}, { metadata: { m: -Infinity } }),
+        /metadata: .*-Infinity/,
+      ],
+      [
+        "NaN in a batch",
+        () => client.enqueueMany([{ kind: "ok" }, { kind: "k", args: { n: NaN } }]),
+        /the number NaN has no JSON form/,
+      ],
       [
         "year 0",
         () => client.enqueue("k", {}, { runAt: new Date("0000-06-01T00:00:00Z") }),

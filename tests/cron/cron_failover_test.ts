@@ -1,19 +1,21 @@
 /**
  * Cron across two worker processes and a leader failover: a per-second schedule for 10 s, the leader
  * killed (SIGKILL) half-way. No fire time is enqueued twice, and firing resumes under the new leader
- * within the election interval.
+ * within the leader TTL plus the election interval (the killed leader's term lapses).
  */
 import assert from "node:assert/strict";
 import { allJobsSql, testClient, waitFor } from "../helpers/db.ts";
 import { type Proc, spawnFixture } from "../helpers/process.ts";
 
 const ELECTION_MS = 1_000;
+const LEADER_TTL_MS = 1_500;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 Deno.test("two worker processes, per-second cron for 10 s, leader killed mid-way: no doubled fire time", async () => {
   const { client, schema, drop } = await testClient({ maxConnections: 2 });
   const env = {
     ELECTION_MS: String(ELECTION_MS),
+    LEADER_TTL_MS: String(LEADER_TTL_MS),
     CRON: JSON.stringify({ tick: { schedule: "* * * * * *", kind: "tick", queue: "cron_q" } }),
   };
   const procs: Proc[] = [
@@ -61,8 +63,14 @@ Deno.test("two worker processes, per-second cron for 10 s, leader killed mid-way
     const distinct = new Set(all);
     assert.equal(distinct.size, all.length, `a fire time enqueued twice: ${all.join(" ")}`);
     assert.ok(before >= 4, `the first leader fired every second before the kill (${before})`);
-    assert.ok(tookOverMs <= ELECTION_MS + 2_000, `new leader after ${tookOverMs} ms`);
-    assert.ok(resumedMs <= ELECTION_MS + 2_000, `firing resumed ${resumedMs} ms after the kill`);
+    assert.ok(tookOverMs <= LEADER_TTL_MS + ELECTION_MS + 2_000, `new leader after ${tookOverMs} ms`);
+    // The first fire of the new leader waits for its first duty tick after the election; on a loaded
+    // machine (CI runs suites side by side) that adds up to a couple of seconds. The on-time window
+    // (5 s) is what matters to users, and the gap check below proves no second was skipped.
+    assert.ok(
+      resumedMs <= LEADER_TTL_MS + ELECTION_MS + 4_000,
+      `firing resumed ${resumedMs} ms after the kill`,
+    );
     // The hand-over was shorter than the on-time window (5 s), so not a second was skipped either.
     const times = [...distinct].map((f) => new Date(f).getTime()).sort((a, b) => a - b);
     for (let i = 1; i < times.length; i++) {

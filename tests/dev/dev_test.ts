@@ -233,6 +233,8 @@ Deno.test("svc dev on DATABASE_URL: examples complete (one through the HTTP call
       );
       assert.ok(!proc.lines.some((l) => /^DATABASE_URL=|embedded/.test(l)), proc.lines.join("\n"));
       await checkExampleJobs(url);
+      // The UI's enqueue form proposes the queue the dev worker serves.
+      assert.equal((await api(url, "/capabilities")).default_queue, "dev");
       // Another site's page cannot change anything (its reads stay allowed).
       const foreign = await fetch(`${url}api/queues/dev/pause`, {
         method: "POST",

@@ -123,14 +123,14 @@ export async function setState(
 }
 
 /**
- * Claims the job `id` for `runtimeId` (into the prefetch buffer, then started unless `start` is false),
- * giving back the others claimed with it.
+ * Claims the job `id` for `runtimeId` (as a held job: its attempt is counted at claim), giving back the
+ * others claimed with it.
  */
 export async function claimById(
   client: Client,
   id: number,
   policies: Record<string, KindPolicy> = {},
-  opts: { start?: boolean; runtimeId?: string } = {},
+  opts: { runtimeId?: string } = {},
 ): Promise<Job> {
   const { queue } = (await client.getJob(id))!;
   for (let i = 0; i < 1000; i++) {
@@ -146,10 +146,7 @@ export async function claimById(
     const mine = claimed.find((j) => j.id === id);
     const others = claimed.filter((j) => j.id !== id);
     if (others.length) await client.engine.giveBack(others);
-    if (mine) {
-      if (opts.start !== false) await client.engine.recordStarts([mine]);
-      return mine;
-    }
+    if (mine) return mine;
     if (claimed.length === 0) throw new Error(`job ${id} is not available to claim`);
   }
   throw new Error(`job ${id} was never claimed`);
@@ -160,8 +157,9 @@ export async function backdateFinished(client: Client, id: number, interval: str
   await client.sql.unsafe(
     TEST_ENGINE === "canonical"
       ? `update ${client.names.q}.jobs set finalized_at = now() - $2::interval where id = $1`
-      : `with h as (update "${client.schema}_qs".history set finalized_at = now() - $2::interval where job_id = $1)
-         update "${client.schema}_qs".closed set at = now() - $2::interval where job_id = $1 and outcome = 'done'`,
+      : `with h as (update "${client.schema}_qs".history set finalized_at = now() - $2::interval where job_id = $1),
+         c as (update "${client.schema}_qs".completions set at = now() - $2::interval where $1 = any(ids))
+         update "${client.schema}_qs".closed set at = now() - $2::interval where job_id = $1 and outcome = 'complete'`,
     [id, interval],
   );
 }

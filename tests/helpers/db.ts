@@ -6,6 +6,12 @@ import { type Client, type ClientOptions, createClient } from "../../src/client/
 export const DATABASE_URL: string = Deno.env.get("TEST_DATABASE_URL") ??
   "postgres://postgres@127.0.0.1:5432/postgres";
 
+/**
+ * Whether DATABASE_URL goes through a transaction pooler (the runner's `--pooler` pass sets
+ * SERVICE_POOLER=transaction): plain postgres.js connections of the tests then send unnamed statements.
+ */
+export const POOLED: boolean = Deno.env.get("SERVICE_POOLER") === "transaction";
+
 /** The storage engine of every test schema: env SVC_TEST_ENGINE (`canonical` or `queue_storage`, the default). */
 export const TEST_ENGINE: "canonical" | "queue_storage" =
   (Deno.env.get("SVC_TEST_ENGINE") ?? "queue_storage") === "canonical" ? "canonical" : "queue_storage";
@@ -42,7 +48,7 @@ export async function withSchema(
 ): Promise<void> {
   const { sqlMax, ...clientOpts } = opts;
   const { client, schema, drop } = await testClient(clientOpts);
-  const sql = postgres(DATABASE_URL, { max: sqlMax ?? 1, onnotice: () => {} });
+  const sql = postgres(DATABASE_URL, { max: sqlMax ?? 1, onnotice: () => {}, prepare: !POOLED });
   try {
     await body(client, schema, sql);
   } finally {
@@ -53,7 +59,7 @@ export async function withSchema(
 
 /** Drops a schema with everything in it, and its queue-storage schema. */
 export async function dropSchema(schema: string): Promise<void> {
-  const sql = postgres(DATABASE_URL, { max: 1, onnotice: () => {} });
+  const sql = postgres(DATABASE_URL, { max: 1, onnotice: () => {}, prepare: !POOLED });
   try {
     await sql.unsafe(
       `drop schema if exists "${schema}_qs" cascade; drop schema if exists "${schema}" cascade`,
@@ -118,7 +124,15 @@ export async function setDeadline(client: Client, id: number, expr: string): Pro
   await client.sql.unsafe(
     TEST_ENGINE === "canonical"
       ? `update "${client.schema}".jobs set deadline_at = ${expr} where id = ${id}`
-      : `update "${client.schema}_qs".spent set deadline_at = ${expr} where job_id = ${id} and is_claim`,
+      // The claim keeps its jobs' policies: the job's kind gets the timeout that puts its deadline there.
+      : `update "${client.schema}_qs".claims c
+            set deadline_at = least(c.deadline_at, ${expr}),
+                policies = jsonb_set(coalesce(c.policies, '{}'), array[j.kind],
+                  coalesce(c.policies -> j.kind, '{}') || jsonb_build_object('timeout_ms',
+                    (extract(epoch from (${expr}) - c.at) * 1000)::bigint - c.ttl_ms))
+           from "${client.schema}_qs".claimed_jobs j
+          where j.job_id = ${id} and j.claim_id = c.claim_id and j.slot = c.slot and j.queue = c.queue
+            and j.priority = c.priority and j.shard = c.shard`,
   );
 }
 

@@ -6,8 +6,8 @@
  * `calls`; `faults` makes the next calls of a method throw; `delays` makes a method take that long.
  * Methods the runtime never calls throw "not in the fake".
  *
- * A prefetched job is `running` with `started: false` until `recordStarts`; a
- * give-back returns it to `available` and takes back its attempt, as the engines do.
+ * A claim counts the attempt of every job it returns, held (prefetched) or not; a give-back returns a
+ * running job to `available` and refunds its attempt, as the engines do.
  */
 import type {
   AttemptRef,
@@ -159,30 +159,12 @@ export class FakeEngine implements StorageEngine {
     });
   }
 
-  async recordStarts(items: AttemptRef[]): Promise<number[]> {
-    await this.enter("recordStarts", items);
-    return this.start(items);
-  }
-
-  private start(items: AttemptRef[]): number[] {
-    const ids: number[] = [];
-    for (const ref of items) {
-      const j = this.current(ref);
-      if (j && !j.started) {
-        j.started = true;
-        j.attemptedAt = new Date();
-        ids.push(j.id);
-      }
-    }
-    return ids;
-  }
-
   async giveBack(items: AttemptRef[]): Promise<number[]> {
     await this.enter("giveBack", items);
     const ids: number[] = [];
     for (const ref of items) {
       const j = this.current(ref);
-      if (j && !j.started) {
+      if (j && j.state === "running") {
         j.state = "available";
         j.attempt--;
         ids.push(j.id);
@@ -194,6 +176,13 @@ export class FakeEngine implements StorageEngine {
   async complete(items: Completion[], keep: boolean): Promise<number[]> {
     await this.enter("complete", items, keep);
     return this.completeNow(items, keep);
+  }
+
+  /** No database stands behind the fake: a completion inside a caller's transaction is refused. */
+  completeIn(): Promise<boolean> {
+    return Promise.reject(
+      new Error("the fake engine has no transactions (ctx.transaction needs PostgreSQL)"),
+    );
   }
 
   private completeNow(items: Completion[], keep: boolean): number[] {
@@ -288,6 +277,9 @@ export class FakeEngine implements StorageEngine {
   }
   retry(): Promise<Job> {
     return notInFake("retry");
+  }
+  deleteJob(): Promise<Job> {
+    return notInFake("deleteJob");
   }
   bulkCancel(): Promise<number> {
     return notInFake("bulkCancel");

@@ -14,7 +14,10 @@ export interface Proc {
 /** Appends each line of `stream` to `into` as it arrives (a last line without newline too); resolves at its end. */
 export async function collectLines(stream: ReadableStream<Uint8Array>, into: string[]): Promise<void> {
   let buf = "";
-  for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
+  // Typed as a transform of bytes: checked together with the UI (DOM lib), TextDecoderStream takes BufferSource.
+  for await (
+    const chunk of stream.pipeThrough(new TextDecoderStream() as TransformStream<Uint8Array, string>)
+  ) {
     buf += chunk;
     const parts = buf.split("\n");
     buf = parts.pop()!;

@@ -142,3 +142,46 @@ export async function withUi(
     }
   }
 }
+
+/**
+ * Nothing of the page reaches past the viewport's right edge, the menu's entries included, and no element
+ * is wider than the viewport or scrolls sideways inside it (a table clipped in a scrolling box counts).
+ */
+export async function assertFits(page: Page, what: string): Promise<void> {
+  // Run in the page (a string: the tests' type check has no DOM library).
+  const r = await page.evaluate(`(() => {
+    const vw = document.documentElement.clientWidth;
+    const nav = [...document.querySelectorAll(".nav a")].map((a) => {
+      const b = a.getBoundingClientRect();
+      return { text: a.textContent, left: b.left, right: b.right };
+    });
+    const name = (e) => e.tagName.toLowerCase() + (e.dataset.testid ? "[" + e.dataset.testid + "]" : "") +
+      (e.className && typeof e.className === "string" ? "." + e.className.trim().split(/\\s+/).join(".") : "");
+    // Visually hidden boxes (the screen-reader texts, a stacked table's header) are clipped to 1 px.
+    const clipped = [...document.body.querySelectorAll("*")].filter((e) => getComputedStyle(e).clip !== "auto");
+    const wide = [];
+    for (const e of document.body.querySelectorAll("*")) {
+      const b = e.getBoundingClientRect();
+      if (b.width === 0 || b.height === 0 || clipped.some((c) => c.contains(e))) continue;
+      if (b.width > vw + 0.5 || b.right > vw + 0.5) wide.push(name(e) + " " + Math.round(b.left) + ".." + Math.round(b.right));
+      else if (e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).overflowX !== "visible" &&
+        getComputedStyle(e).overflowX !== "hidden" && getComputedStyle(e).overflowX !== "clip") {
+        wide.push(name(e) + " scrolls sideways: " + e.scrollWidth + " > " + e.clientWidth);
+      }
+    }
+    return { vw, scroll: document.documentElement.scrollWidth, nav, wide: wide.slice(0, 10) };
+  })()`) as {
+    vw: number;
+    scroll: number;
+    nav: { text: string; left: number; right: number }[];
+    wide: string[];
+  };
+  assert.ok(r.scroll <= r.vw, `${what}: the page is ${r.scroll} px wide in a ${r.vw} px viewport`);
+  assert.deepEqual(r.wide, [], `${what}: elements wider than the ${r.vw} px viewport`);
+  for (const n of r.nav) {
+    assert.ok(
+      n.left >= 0 && n.right <= r.vw,
+      `${what}: menu entry ${n.text} at ${n.left}..${n.right} of ${r.vw}`,
+    );
+  }
+}

@@ -1,6 +1,8 @@
 /** Test helpers for workers: fast timings, a silent logger, and guaranteed shutdown. */
 import { createWorker, silentLogger, type Worker, type WorkerOptions } from "../../mod.ts";
 import type { Client } from "../../src/client/client.ts";
+import { svcMetrics } from "../../src/metrics/svc_metrics.ts";
+import { flatten, parsePrometheus, seriesKey } from "./prometheus.ts";
 
 /** Fast timings for tests. */
 export const FAST = {
@@ -27,4 +29,14 @@ export async function startWorker(
   });
   await worker.start();
   return { worker, stop: (drain = 1000) => worker.shutdown(drain) };
+}
+
+/**
+ * The claim statements this process's workers have run on `queue` (the count of the
+ * svc_claim_duration_seconds histogram). A negative check waits for two more of them (a claim that found
+ * nothing to take, and the next) instead of a guessed pause.
+ */
+export async function claimsRun(queue = "default"): Promise<number> {
+  const all = flatten(parsePrometheus(await svcMetrics().registry.text()));
+  return all.get(seriesKey("svc_claim_duration_seconds_count", { queue })) ?? 0;
 }

@@ -53,10 +53,16 @@ Deno.test("GET /api/capabilities: read_only false, the version and the storage e
       storage: TEST_ENGINE,
       auth_required: false,
       authenticated: true,
+      default_queue: "default",
     });
     assert.match(a.body.version, /^\d+\.\d+\.\d+/);
     assert.match(a.headers.get("content-type")!, /^application\/json/);
   }));
+
+Deno.test("GET /api/capabilities: default_queue is the server's defaultQueue (svc dev passes its dev queue)", () =>
+  withApi(async ({ call }) => {
+    assert.equal((await call("GET", "/api/capabilities")).body.default_queue, "dev");
+  }, { defaultQueue: "dev" }));
 
 Deno.test("GET /api/stats: counts of all 8 states, per queue, and 60 minutes of throughput", () =>
   withApi(async ({ client, call }) => {
@@ -115,9 +121,11 @@ Deno.test("GET /api/queues, POST pause and resume; invalid queue names are 400",
     assert.deepEqual(Object.keys(q).sort(), [
       "approximate",
       "counts",
+      "live_runtimes",
       "name",
       "oldest_available_age_seconds",
       "paused",
+      "unhandled_kinds",
     ]);
     assert.deepEqual(q.approximate, []);
     assert.equal(q.counts.available, 1);
@@ -395,7 +403,14 @@ Deno.test("GET /api/kinds: every kind with counts by state", () =>
     assert.equal(a.status, 200);
     const zero = Object.fromEntries(JOB_STATES.map((s) => [s, 0]));
     // No samples yet: the last hour's figures are empty.
-    const hour = { completed_1h: 0, failed_1h: 0, failure_rate: null, run_p50_ms: null, run_p95_ms: null };
+    const hour = {
+      completed_1h: 0,
+      failed_1h: 0,
+      retried_1h: 0,
+      failure_rate: null,
+      run_p50_ms: null,
+      run_p95_ms: null,
+    };
     assert.deepEqual(a.body.kinds, [
       { kind: "a", counts: { ...zero, available: 1, completed: 1 }, ...hour },
       { kind: "b", counts: { ...zero, available: 1 }, ...hour },
@@ -494,9 +509,12 @@ Deno.test("GET /api/runtimes: live processes, their queues, readiness and the le
     assert.deepEqual(Object.keys(r1).sort(), [
       "engines",
       "heartbeat_at",
+      "held",
+      "held_jobs",
       "hostname",
       "id",
       "in_flight",
+      "kinds",
       "leader",
       "live",
       "pid",
@@ -504,6 +522,7 @@ Deno.test("GET /api/runtimes: live processes, their queues, readiness and the le
       "ready",
       "rescue_after_ms",
       "started_at",
+      "stuck_handlers",
     ]);
     assert.deepEqual([r1.id, r1.pid, r1.queues, r1.ready, r1.leader, r1.live], [
       "host:1:a",
@@ -543,9 +562,9 @@ Deno.test("unknown /api paths are 404 not_found, wrong methods 405 with Allow, n
       const a = await call("GET", path);
       assertError(a, 404, "not_found");
     }
-    const m = await call("DELETE", "/api/jobs/1");
+    const m = await call("PUT", "/api/jobs/1");
     assertError(m, 405, "method_not_allowed");
-    assert.equal(m.headers.get("allow"), "GET, OPTIONS");
+    assert.equal(m.headers.get("allow"), "GET, DELETE, OPTIONS");
     const p = await call("PUT", "/api/queues/q/pause");
     assertError(p, 405, "method_not_allowed");
     assert.equal(p.headers.get("allow"), "POST, OPTIONS");

@@ -1,7 +1,8 @@
 /**
  * The callback receiver over real HTTP on 127.0.0.1 against the real database: every step of the
- * check order (decisions.md "Callback receiver"), signed and unsigned, read-only, paths and methods,
- * CORS off by default, 500 hiding details, and 200 concurrent completes of one callback.
+ * check order (docs/reference/protocol.md, "Status codes, in the order the receiver checks them"), signed
+ * and unsigned, read-only, paths and methods, CORS off by default, 500 hiding details, and 200 concurrent
+ * completes of one callback.
  */
 import assert from "node:assert/strict";
 import { testClient } from "../helpers/db.ts";

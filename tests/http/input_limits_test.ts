@@ -130,3 +130,61 @@ Deno.test("admin API: NUL or lone surrogates in filters, a cursor past 2^63, uns
     await f.drop();
   }
 });
+
+Deno.test("admin API: a body over 1 MiB is 413 payload_too_large (with or without Content-Length); bytes that are not UTF-8 are 400 invalid_request, never U+FFFD; nothing is written", async () => {
+  const f = await adminFixture();
+  const server = serveTest(f.app.fetch);
+  try {
+    const big = JSON.stringify({ kind: "k", args: { blob: "x".repeat(1024 * 1024) } });
+    const declared = await post(`${server.url}/api/jobs`, big);
+    assert.equal(declared.status, 413, JSON.stringify(declared.body));
+    assert.equal(declared.body.code, "payload_too_large");
+    assert.match(declared.body.error, /larger than 1048576 bytes/);
+    // Streamed: no Content-Length, the bytes are counted as they arrive.
+    const bytes = new TextEncoder().encode(big);
+    const stream = new ReadableStream<Uint8Array>({
+      start(c) {
+        for (let i = 0; i < bytes.length; i += 65536) c.enqueue(bytes.subarray(i, i + 65536));
+        c.close();
+      },
+    });
+    const streamed = await post(`${server.url}/api/jobs/bulk-cancel`, stream);
+    assert.equal(streamed.status, 413, JSON.stringify(streamed.body));
+    assert.equal(streamed.body.code, "payload_too_large");
+
+    const enc = new TextEncoder();
+    const invalidUtf8: [string, Uint8Array][] = [
+      [
+        "a lone continuation byte in kind",
+        new Uint8Array([...enc.encode('{"kind":"'), 0x80, ...enc.encode('"}')]),
+      ],
+      ["0xFF 0xFE in kind", new Uint8Array([...enc.encode('{"kind":"'), 0xff, 0xfe, ...enc.encode('"}')])],
+      [
+        "a cut 3-byte sequence in args",
+        new Uint8Array([...enc.encode('{"kind":"k","args":{"s":"'), 0xe2, 0x82, ...enc.encode('"}}')]),
+      ],
+      [
+        "an encoded surrogate (CESU-8)",
+        new Uint8Array([...enc.encode('{"kind":"'), 0xed, 0xa0, 0x80, ...enc.encode('"}')]),
+      ],
+    ];
+    for (const [name, body] of invalidUtf8) {
+      const r = await post(`${server.url}/api/jobs`, body);
+      assert.equal(r.status, 400, `${name}: ${JSON.stringify(r.body)}`);
+      assert.equal(r.body.code, "invalid_request", name);
+      assert.match(r.body.error, /not UTF-8/, name);
+    }
+    assert.equal((await f.client.listJobs()).jobs.length, 0, "nothing was written");
+    // Valid UTF-8 beyond ASCII is taken as sent.
+    const ok = await post(
+      `${server.url}/api/jobs`,
+      enc.encode('{"kind":"envoi.été","args":{"s":"日本 🎉"}}'),
+    );
+    assert.equal(ok.status, 201, JSON.stringify(ok.body));
+    assert.equal(ok.body.job.kind, "envoi.été");
+    assert.deepEqual(ok.body.job.args, { s: "日本 🎉" });
+  } finally {
+    await server.close();
+    await f.drop();
+  }
+});

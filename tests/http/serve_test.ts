@@ -43,14 +43,18 @@ Deno.test("read-only: every mutating route of the table answers 503 read_only be
       "/cron/:name/resume",
       "/cron/:name/trigger",
       "/jobs",
+      "/jobs/:id",
       "/jobs/:id/cancel",
       "/jobs/:id/retry",
       "/jobs/bulk-cancel",
+      "/jobs/bulk-delete",
       "/jobs/bulk-retry",
       "/queues/:name/pause",
       "/queues/:name/resume",
     ]);
-    assert.ok(mutating.every((r) => r.method === "POST"));
+    assert.ok(
+      mutating.every((r) => r.method === "POST" || (r.method === "DELETE" && r.path === "/jobs/:id")),
+    );
     // Beside the reads, only the login form's session routes are POSTs that change no job.
     assert.deepEqual(
       ADMIN_ROUTES.filter((r) => !r.mutates && r.method !== "GET").map((r) => r.path).sort(),

@@ -90,9 +90,18 @@ Deno.test("wire: a job's JSON has the same keys from the SQL API, the serializer
     const [row] = await sql.unsafe(`select ${schema}.get_job($1) as j`, [job.id]);
     const fromSql = typeof row.j === "string" ? JSON.parse(row.j) : row.j;
     assert.deepEqual(keys(fromSql), keys(fromTs));
-    // `duplicate` is written only when an enqueue found the job already there.
+    // `duplicate` is written only when an enqueue found the job already there, and `progress` only when
+    // the latest attempt's handler reported some (the SQL API has neither).
     const dup = jobToJson(await client.enqueue("wire.check", { n: 1 }, { unique: {} }));
     assert.equal(dup.duplicate, true);
-    assert.deepEqual(keys(dup), documented("Job"));
+    assert.equal("progress" in dup, false);
+    const reported = jobToJson({ ...(await client.getJob(job.id))!, progress: { value: { done: 1 }, at } });
+    assert.deepEqual(reported.progress, { value: { done: 1 }, at: at.toISOString() });
+    assert.deepEqual(keys({ ...dup, progress: reported.progress }), documented("Job"));
+    assert.deepEqual(
+      Object.keys((SCHEMAS.Job.properties as Record<string, { properties: object }>).progress.properties)
+        .sort(),
+      keys(reported.progress!),
+    );
   });
 });

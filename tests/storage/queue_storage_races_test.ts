@@ -27,15 +27,17 @@ async function rotate(sql: Sql, schema: string): Promise<number> {
   return Number(r.s);
 }
 
-async function prune(sql: Sql, schema: string, slot: number, forward = false): Promise<string> {
-  const [r] = await sql.unsafe(`select ${qs(schema)}.prune($1, 0, $2) as o`, [slot, forward]);
+async function prune(sql: Sql, schema: string, slot: number, forward = false, keepMs = 0): Promise<string> {
+  const [r] = await sql.unsafe(`select ${qs(schema)}.prune($1, 0, $2, $3) as o`, [slot, forward, keepMs]);
   return r.o;
 }
 
 async function slotRows(sql: Sql, schema: string, slot: number): Promise<number> {
   const [r] = await sql.unsafe(
     `select (select count(*) from ${qs(schema)}.ready where slot = $1)
-          + (select count(*) from ${qs(schema)}.spent where slot = $1)
+          + (select count(*) from ${qs(schema)}.claims where slot = $1)
+          + (select count(*) from ${qs(schema)}.completions where slot = $1)
+          + (select count(*) from ${qs(schema)}.skipped where slot = $1)
           + (select count(*) from ${qs(schema)}.closed where slot = $1) as n`,
     [slot],
   );
@@ -78,7 +80,7 @@ engineTest(
          await sql.unsafe("begin");
          const [r] = await sql.unsafe("select ${
             qs(schema).replaceAll('"', '\\"')
-          }.prune(${s0}::smallint, 0, false) as o");
+          }.prune(${s0}::smallint, 0, false, 0) as o");
          console.log(r.o);
          await new Promise(() => {});`,
         ],
@@ -97,7 +99,7 @@ engineTest(
       await waitFor(
         async () => {
           const [r] = await sql.unsafe(
-            `select count(*) as n from pg_stat_activity where query like '%.prune(${s0}::smallint, 0, false)%' and pid <> pg_backend_pid()`,
+            `select count(*) as n from pg_stat_activity where query like '%.prune(${s0}::smallint, 0, false, 0)%' and pid <> pg_backend_pid()`,
           );
           return Number(r.n) === 0;
         },
@@ -108,9 +110,8 @@ engineTest(
       for (const j of jobs) assert.equal((await client.getJob(j.id))!.state, "completed");
       assert.equal(await prune(sql, schema, s0), "pruned");
       assert.equal(await slotRows(sql, schema, s0), 0);
-      for (const j of jobs) {
-        assert.equal((await client.getJob(j.id))!.state, "completed", "history outlives the ring");
-      }
+      // The completed retention (0 here) has passed: the completed jobs expire with their slot.
+      for (const j of jobs) assert.equal(await client.getJob(j.id), null);
     }),
 );
 
@@ -126,6 +127,47 @@ engineTest(
       const rescued = await client.engine.rescue(60_000);
       assert.deepEqual(rescued.map((r) => [r.id, r.state]), [[job.id, "retryable"]]);
       assert.match((await client.getJob(job.id))!.errors[0].error, /heartbeat stale/);
+    }),
+);
+
+engineTest(
+  "queue_storage",
+  "closers racing: a completion from a REPEATABLE READ transaction whose snapshot predates a rescue never wins too",
+  () =>
+    withSchema(async (client, schema, sql) => {
+      const [job] = await client.enqueueMany([{ kind: "k" }]);
+      const [got] = await claim(client, "default", 1, "vanished");
+      assert.equal(got.id, job.id);
+      const slot = await currentSlot(sql, schema);
+      const rr = postgres(DATABASE_URL, { max: 1, onnotice: () => {} });
+      try {
+        // The caller's transaction takes its snapshot, then the rescue closes the attempt and commits.
+        const outcome = rr.begin("isolation level repeatable read", async (tx) => {
+          await tx.unsafe(`select count(*) from ${qs(schema)}.ready`);
+          await client.engine.rescue(60_000);
+          const items = [{ id: got.id, lease: got.lease, slot, result: "late" }];
+          return await tx.unsafe(`select ${qs(schema)}.complete($1::text::jsonb, true) as id`, [
+            JSON.stringify(items),
+          ]);
+        }).then((rows) => rows.map((r) => Number(r.id)), (e) => (e as { code?: string }).code ?? String(e));
+        const result = await outcome;
+        // Either nothing completed, or PostgreSQL refused the write as a serialization failure: never a
+        // second winner.
+        assert.ok(
+          (Array.isArray(result) && result.length === 0) || result === "40001",
+          `the completion lost to the rescue (${JSON.stringify(result)})`,
+        );
+        const after = (await client.getJob(job.id))!;
+        assert.equal(after.state, "retryable");
+        const [n] = await sql.unsafe(
+          `select (select count(*) from ${qs(schema)}.closed where job_id = $1)
+                + (select count(*) from ${qs(schema)}.completions where $1 = any(ids)) as n`,
+          [job.id],
+        );
+        assert.equal(Number(n.n), 1, "one closure of the attempt");
+      } finally {
+        await rr.end();
+      }
     }),
 );
 
@@ -185,8 +227,8 @@ engineTest(
         assert.equal(await prune(sql, schema, s0), "unclaimed");
         assert.deepEqual(await runAll(client), [Number(id)]);
         assert.equal((await client.getJob(Number(id)))!.state, "completed");
-        assert.equal(await prune(sql, schema, s0), "pruned");
-        // The second prune of the slot in one generation archived the late job before truncating it.
+        // The completed late job is kept for the completed retention like every other one.
+        assert.equal(await prune(sql, schema, s0, false, 3_600_000), "retained");
         assert.equal(
           (await client.getJob(Number(id)))?.state,
           "completed",
@@ -424,7 +466,7 @@ engineTest(
 
 engineTest(
   "queue_storage",
-  "a completion stays in the ring until its slot is archived and reclaimed: shown once, with its result, at every stage",
+  "a completion stays in the ring until the completed retention has passed: shown once, with its result, at every stage",
   () =>
     withSchema(async (client, schema, sql) => {
       const jobs = await client.enqueueMany([
@@ -455,26 +497,30 @@ engineTest(
         assert.equal(Number(t.n), 5, `${stage}: throughput counts each completion once`);
       };
       await check("in the ring");
-      const [a1] = await sql.unsafe(`select ${qs(schema)}.archive_slot($1) as n`, [s0]);
-      assert.equal(Number(a1.n), 5, "archived");
-      const [a2] = await sql.unsafe(`select ${qs(schema)}.archive_slot($1) as n`, [s0]);
-      assert.equal(a2.n, null, "archived once per life of the slot");
-      await check("archived, still in the ring");
-      assert.equal(await prune(sql, schema, s0), "pruned");
-      assert.equal(await slotRows(sql, schema, s0), 0);
-      await check("reclaimed");
+      assert.equal(
+        await prune(sql, schema, s0, false, 3_600_000),
+        "retained",
+        "kept for the completed retention",
+      );
+      await check("retained");
       // A retried completed job runs again and ends with one visible row.
       await client.retry(jobs[0].id);
       assert.equal((await client.getJob(jobs[0].id))!.state, "available");
       await runAll(client);
       assert.equal((await client.getJob(jobs[0].id))!.attempt, 1);
       assert.equal((await client.listJobs({ state: "completed", limit: 100 })).jobs.length, 5);
+      // Once the retention has passed the slot is reclaimed: its completed jobs expire with it, and the
+      // retried job's second life (in the current slot) stays.
+      assert.equal(await prune(sql, schema, s0), "pruned");
+      assert.equal(await slotRows(sql, schema, s0), 0);
+      for (const j of jobs.slice(1)) assert.equal(await client.getJob(j.id), null, `job ${j.id} expired`);
+      assert.equal((await client.getJob(jobs[0].id))!.state, "completed");
     }),
 );
 
 engineTest(
   "queue_storage",
-  "retention 0: a completion leaves nothing behind, and its slot is reclaimed without archiving",
+  "retention 0: a slot of completed jobs is reclaimed at once, and nothing goes to history",
   () =>
     withSchema(async (client, schema, sql) => {
       const jobs = await client.enqueueMany(Array.from({ length: 3 }, () => ({ kind: "k" })));
@@ -485,10 +531,9 @@ engineTest(
         if (got.length === 0) break;
         await client.engine.complete(got.map((j) => ({ id: j.id, lease: j.lease, result: 1 })), false);
       }
-      for (const j of jobs) assert.equal(await client.getJob(j.id), null);
-      const [a] = await sql.unsafe(`select ${qs(schema)}.archive_slot($1) as n`, [s0]);
-      assert.equal(Number(a.n), 0);
+      for (const j of jobs) assert.equal((await client.getJob(j.id))!.state, "completed");
       assert.equal(await prune(sql, schema, s0), "pruned");
+      for (const j of jobs) assert.equal(await client.getJob(j.id), null);
       const [h] = await sql.unsafe(`select count(*) as n from ${qs(schema)}.history`);
       assert.equal(Number(h.n), 0);
     }),

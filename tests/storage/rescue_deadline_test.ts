@@ -5,14 +5,18 @@
  */
 import { claim } from "../helpers/claim.ts";
 import assert from "node:assert/strict";
-import { liveRuntime, setDeadline, staleRuntime, withSchema } from "../helpers/db.ts";
+import { engineTest, liveRuntime, setDeadline, staleRuntime, withSchema } from "../helpers/db.ts";
 import { DEADLINE_GRACE_MS } from "../../src/storage/canonical/maintenance.ts";
 
 Deno.test("rescue: a passed deadline waits out the grace, then the attempt is retried with 'deadline exceeded'", () =>
   withSchema(async (client) => {
     const [a, b, c] = await client.enqueueMany([{ kind: "k" }, { kind: "k" }, { kind: "k" }]);
     await liveRuntime(client, "rt");
-    const claimed = await claim(client, "default", 2, "rt", { k: 60_000 });
+    // One claim each: a claim keeps its jobs' policies, and setDeadline changes its kind's timeout.
+    const claimed = [
+      ...await claim(client, "default", 1, "rt", { k: 60_000 }),
+      ...await claim(client, "default", 1, "rt", { k: 60_000 }),
+    ];
     assert.deepEqual(claimed.map((j) => j.id), [a.id, b.id]);
     assert.equal((await claim(client, "default", 1, "rt-dead", { k: 60_000 }))[0].id, c.id);
     // a: deadline passed just now (within the grace); b: passed longer ago than the grace; c: its runtime died.
@@ -29,3 +33,26 @@ Deno.test("rescue: a passed deadline waits out the grace, then the attempt is re
     assert.equal((await client.getJob(a.id))!.state, "running", "still the worker's to enforce");
     assert.match((await client.getJob(b.id))!.errors[0].error, /rescued: deadline exceeded/);
   }));
+
+engineTest(
+  "queue_storage",
+  "rescue: a dead runtime's row is written when a sweep finds its attempts, not on every sweep after",
+  () =>
+    withSchema(async (client) => {
+      await client.enqueue("k", {});
+      const [job] = await claim(client, "default", 1, "rt-dead");
+      assert.ok(job);
+      await staleRuntime(client, "rt-dead");
+      const row = async () =>
+        (await client.sql.unsafe(
+          `select xmin::text as x, swept_at from "${client.schema}".runtimes where id = 'rt-dead'`,
+        ))[0];
+      const rescued = await client.engine.rescue(1_000);
+      assert.deepEqual(rescued.map((r) => r.id), [job.id]);
+      const first = await row();
+      assert.ok(first.swept_at, "the sweep that found its attempt records itself");
+      // Ten more sweeps find nothing of the dead runtime: its row is not written again.
+      for (let i = 0; i < 10; i++) assert.deepEqual(await client.engine.rescue(1_000), []);
+      assert.deepEqual(await row(), first);
+    }),
+);

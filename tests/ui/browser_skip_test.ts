@@ -7,10 +7,12 @@ import assert from "node:assert/strict";
 import { dirname } from "node:path";
 
 const FILE = new URL("./browser_test.ts", import.meta.url).pathname;
+/** The tests' configuration (it maps playwright-core). */
+const CONFIG = new URL("../../deno.contrib.json", import.meta.url).pathname;
 
 async function runWithoutChromium(ci: string): Promise<{ code: number; out: string }> {
   const out = await new Deno.Command(Deno.execPath(), {
-    args: ["test", "-A", FILE, "--filter", "read-only mode"],
+    args: ["test", "-A", "--config", CONFIG, FILE, "--filter", "read-only mode"],
     env: { PATH: dirname(Deno.execPath()), CI: ci, NO_COLOR: "1" },
     stdout: "piped",
     stderr: "piped",

@@ -20,7 +20,10 @@ Deno.test({
       await page.goto(base + "/");
       await page.getByTestId("page-dashboard").waitFor();
       await page.getByTestId("state-count-failed").filter({ hasText: "1" }).waitFor();
-      await page.getByTestId("throughput-chart").waitFor();
+      // One source for the charts: the samples (throughput and depth); the jobs-based chart is not shown.
+      await page.getByTestId("samples-throughput-chart").waitFor();
+      await page.getByTestId("samples-depth-chart").waitFor();
+      assert.equal(await page.getByTestId("throughput-chart").count(), 0);
       await page.getByTestId("storage-engine").filter({ hasText: TEST_ENGINE }).waitFor();
       await shot(page, "rw-dashboard");
 

@@ -98,7 +98,11 @@ for (const [label, viewport] of [["desktop", DESKTOP], ["phone", PHONE]] as cons
   });
 }
 
-/** On queue `ops`: a job started and one prefetched by worker-a, one started by worker-c that then died. */
+/**
+ * On queue `ops`: two jobs claimed by worker-a (one of them may be held in its buffer: the attempt is counted
+ * at claim and nothing is written when a held job starts, so both are running), one claimed by worker-c
+ * that then died.
+ */
 async function seedRunning(client: Client): Promise<{ started: number; prefetched: number; stuck: number }> {
   const [a, b, c] = await client.enqueueMany([
     { kind: "encode_video", queue: "ops", args: { n: 1 } },
@@ -106,9 +110,12 @@ async function seedRunning(client: Client): Promise<{ started: number; prefetche
     { kind: "encode_video", queue: "ops", args: { n: 3 } },
   ]);
   await claimById(client, a.id, {}, { runtimeId: "worker-a:101:x1" });
-  await claimById(client, b.id, {}, { runtimeId: "worker-a:101:x1", start: false });
+  await claimById(client, b.id, {}, { runtimeId: "worker-a:101:x1" });
   await claimById(client, c.id, {}, { runtimeId: "worker-c:303:z3" });
   await staleRuntime(client, "worker-c:303:z3");
+  // The handler of a reported progress (ctx.progress), as the worker writes it.
+  const lease = (await client.getJob(a.id))!.lease;
+  await client.engine.writeProgress([{ id: a.id, lease, json: '{"done":3,"of":10}', at: new Date() }]);
   return { started: a.id, prefetched: b.id, stuck: c.id };
 }
 
@@ -117,7 +124,7 @@ for (const readOnly of [false, true]) {
     const mode = readOnly ? "ro" : "rw";
     Deno.test({
       ignore: SKIP,
-      name: `UI (${label}, ${mode}): running now per runtime, prefetched apart, a stuck job highlighted`,
+      name: `UI (${label}, ${mode}): running now per runtime (held jobs included), a stuck job highlighted`,
       sanitizeResources: false,
       sanitizeOps: false,
       fn: () =>
@@ -129,8 +136,10 @@ for (const readOnly of [false, true]) {
           await page.getByTestId(`running-row-${ids.started}`).waitFor();
           assert.equal(
             await text(page, "running-summary"),
-            "2 running, 1 prefetched, on 2 runtime(s), 1 stuck",
+            // Three cards: worker-a and worker-b (live, idle), worker-c (not live, still holding a job).
+            "3 running, 0 prefetched, on 3 runtimes, 1 stuck",
           );
+          assert.equal(await page.locator("[data-testid^=running-runtime-]").count(), 3, "as many cards");
           const a = page.getByTestId("running-runtime-worker-a:101:x1");
           assert.match((await a.textContent()) ?? "", /worker-a · pid 101/);
           assert.equal(await a.locator(".badge-leader").count(), 1);
@@ -139,10 +148,10 @@ for (const readOnly of [false, true]) {
             "false",
           );
           assert.match(await text(page, `running-for-${ids.started}`), /^\d+(\.\d)? s$|^\d+ ms$/);
-          // The prefetched job is listed apart, under its runtime, not in the running table.
-          await a.getByTestId("prefetched-worker-a:101:x1").getByTestId(`prefetched-job-${ids.prefetched}`)
-            .waitFor();
-          assert.equal(await page.getByTestId(`running-row-${ids.prefetched}`).count(), 0);
+          assert.equal(await text(page, `running-progress-${ids.started}`), "3 / 10 (30 %)");
+          // The job worker-a may hold unstarted is running too, in the same table.
+          await page.getByTestId(`running-row-${ids.prefetched}`).waitFor();
+          assert.equal(await text(page, `running-progress-${ids.prefetched}`), "–", "no progress reported");
           // worker-c stopped heartbeating 10 minutes ago: its job is stuck.
           await page.getByTestId(`running-stuck-${ids.stuck}`).waitFor();
           assert.equal(
@@ -155,6 +164,12 @@ for (const readOnly of [false, true]) {
             assert.equal(await overflowX(page.locator("html")), 0, "page scrolls sideways");
           }
           await shot(page, `ops-${label}-${mode}-running`);
+          // The job's page shows its progress too, with the value itself.
+          await page.getByTestId(`running-row-${ids.started}`).getByRole("link").first().click();
+          await page.getByTestId("job-progress").waitFor();
+          assert.match(await text(page, "job-progress-summary"), /^3 \/ 10 \(30 %\) reported /);
+          assert.match(await text(page, "job-progress-value"), /"done": 3/);
+          assert.equal(await page.getByTestId("job-progress").count(), 1);
         }, { viewport }),
     });
   }

@@ -66,30 +66,6 @@ Deno.test("completer: a stale completion resolves false; the others true", async
   assert.deepEqual(ok, [true, false]);
 });
 
-Deno.test("completer: start records have their own statement, written at once, not after the completions' linger", async () => {
-  const engine = new FakeEngine();
-  const [done1, done2, held] = await running(engine, 3, 2);
-  const { c } = completer(engine, { lingerMs: 1_500 });
-  const t0 = Date.now();
-  const completions = Promise.all([c.add({ ...done1, result: null }), c.add({ ...done2, result: null })]);
-  assert.equal(await c.start(held), true);
-  assert.ok(Date.now() - t0 < 1_000, "the start did not wait for the completions' linger");
-  assert.equal(engine.callsOf("complete").length, 0, "the completions still linger");
-  assert.deepEqual(engine.callsOf("recordStarts"), [[[held]]]);
-  assert.equal(engine.jobs.get(held.id)!.started, true);
-  assert.deepEqual(await completions, [true, true]);
-  const [[written]] = engine.callsOf("complete") as [[Completion[]]];
-  assert.deepEqual(written.map((x) => x.id), [done1.id, done2.id]);
-});
-
-Deno.test("completer: a start no longer ours resolves false", async () => {
-  const engine = new FakeEngine();
-  const [held] = await running(engine, 1, 0);
-  await engine.cancel(held.id);
-  const { c } = completer(engine);
-  assert.equal(await c.start(held), false);
-});
-
 Deno.test("completer: a data error bisects the batch; only the refused item is unstorable", async () => {
   const engine = new FakeEngine();
   const refs = await running(engine, 16);
@@ -100,22 +76,6 @@ Deno.test("completer: a data error bisects the batch; only the refused item is u
   assert.deepEqual(ok, refs.map((r) => r.id !== bad));
   assert.deepEqual(unstorable, [[bad, "unsupported Unicode escape sequence"]]);
   assert.equal(engine.inState("completed").length, 15);
-});
-
-Deno.test("completer: a data error in a batch with starts bisects too; the starts are recorded", async () => {
-  const engine = new FakeEngine();
-  const [a, b, held] = await running(engine, 3, 2);
-  engine.refuse = (c) => c.id === a.id ? pgError("22021", "bad byte") : null;
-  const { c, unstorable } = completer(engine);
-  const out = await Promise.all([c.add({ ...a, result: 1 }), c.add({ ...b, result: 2 }), c.start(held)]);
-  assert.deepEqual(out, [false, true, true]);
-  assert.deepEqual(unstorable.map(([id]) => id), [a.id]);
-  assert.deepEqual([a, b, held].map((r) => engine.jobs.get(r.id)!.state), [
-    "running",
-    "completed",
-    "running",
-  ]);
-  assert.equal(engine.jobs.get(held.id)!.started, true);
 });
 
 Deno.test("completer: connection errors are retried within the budget, then the batch is written", async () => {
@@ -129,15 +89,6 @@ Deno.test("completer: connection errors are retried within the budget, then the 
   const ok = await Promise.all(refs.map((r) => c.add({ ...r, result: null })));
   assert.deepEqual(ok, [true, true, true]);
   assert.equal(engine.callsOf("complete").length, 3, "two failures, then the write");
-});
-
-Deno.test("completer: a start whose statement failed for good rejects (the job waits in its buffer again)", async () => {
-  const engine = new FakeEngine();
-  const [held] = await running(engine, 1, 0);
-  engine.faults.recordStarts = [pgError("42P01", "relation does not exist")];
-  const { c } = completer(engine);
-  await assert.rejects(c.start(held), /relation does not exist/);
-  assert.equal(engine.callsOf("recordStarts").length, 1, "a statement error is not retried");
 });
 
 Deno.test("completer: past the budget a batch is given up (left to rescue); a statement error is not retried", async () => {

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { FakeEngine } from "../helpers/fake_engine.ts";
 import { fakeRuntime } from "../helpers/fake_runtime.ts";
 import { execute } from "../../src/worker/executor.ts";
-import { snooze, TerminalError } from "../../mod.ts";
+import { type JobContext, snooze, TerminalError } from "../../mod.ts";
 import type { Job } from "../../src/types.ts";
 import type { HandlerEntry } from "../../src/worker/handlers.ts";
 
@@ -17,6 +17,8 @@ async function runOne(
   handler: HandlerEntry,
   fields: Partial<Job> = {},
   abortWith?: "cancelled" | "shutdown",
+  /** Whether the slot is free once the outcome is written: not while an aborted handler still runs. */
+  freed = true,
 ) {
   const engine = new FakeEngine();
   engine.add(1, fields);
@@ -36,7 +38,7 @@ async function runOne(
   await f.done;
   await rt.completer.drain();
   await new Promise((r) => setTimeout(r, 0)); // the completed event follows the write
-  assert.equal(settled, 1, "the slot is freed once");
+  assert.equal(settled, freed ? 1 : 0, freed ? "the slot is freed once" : "the slot stays taken");
   return { engine, rt, job: engine.jobs.get(job.id)! };
 }
 
@@ -114,16 +116,21 @@ Deno.test("executor: the deadline aborts the handler's signal with 'deadline' an
 });
 
 Deno.test("executor: shutdown fails the attempt for a retry at once; cancel writes nothing", async () => {
+  // A handler that ignores the abort keeps its slot (src/worker/stuck.ts); one that heeds it frees it.
   const forever = () => new Promise(() => {});
-  const shut = await runOne(forever, {}, "shutdown");
+  const heeds = (_j: Job, ctx: JobContext) =>
+    new Promise((_, reject) => ctx.signal.addEventListener("abort", () => reject(ctx.signal.reason)));
+  const shut = await runOne(forever, {}, "shutdown", false);
   assert.equal(shut.job.state, "retryable");
   assert.equal(shut.job.errors[0].error, "aborted by shutdown");
   const [[failure]] = shut.engine.callsOf("fail") as [[{ retryDelayMs?: number }]];
   assert.equal(failure.retryDelayMs, 0);
 
-  const cancelled = await runOne(forever, {}, "cancelled");
+  const cancelled = await runOne(forever, {}, "cancelled", false);
   assert.equal(cancelled.job.state, "running", "the canceller already changed the job; the fake does not");
   assert.equal(cancelled.engine.callsOf("fail").length + cancelled.engine.callsOf("complete").length, 0);
+  assert.equal((await runOne(heeds, {}, "shutdown")).job.state, "retryable");
+  assert.equal((await runOne(heeds, {}, "cancelled")).job.state, "running");
 });
 
 Deno.test("executor: a kind without a handler in this worker fails its attempt", async () => {

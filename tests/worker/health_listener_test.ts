@@ -20,6 +20,8 @@ const CHECKS = [
   "maintenance_alive",
   "shutting_down",
   "leader",
+  "pooler",
+  "listening",
 ];
 
 Deno.test("parseHealthAddr: host:port, [ipv6]:port, :port; anything else names the fix", () => {
@@ -48,6 +50,8 @@ Deno.test("health handler: 404 for other paths, 405 for other methods, HEAD like
     maintenance_alive: true,
     shutting_down: false,
     leader: false,
+    pooler: "none",
+    listening: true,
   };
   const h = healthHandler(() => Promise.resolve(report));
   const call = (method: string, path: string) => h(new Request(`http://x${path}`, { method }));
@@ -87,15 +91,18 @@ Deno.test("/readyz 200 with every check, 503 naming schema_compatible when the s
     assert.equal(ready.body.schema_version, EXPECTED_SCHEMA_VERSION);
     assert.equal(ready.body.expected_schema_version, EXPECTED_SCHEMA_VERSION);
     for (const k of CHECKS) {
-      if (k.endsWith("schema_version")) continue;
+      if (k.endsWith("schema_version") || k === "pooler") continue;
       assert.equal(typeof ready.body[k], "boolean", k);
     }
+    assert.equal(ready.body.pooler, "none");
+    assert.equal(ready.body.listening, true);
     assert.equal(ready.body.shutting_down, false);
     assert.equal(ready.headers.get("cache-control"), "no-store");
 
     // A restore from an older backup: the schema is now older than the binary expects.
     await client.sql.unsafe(
-      `delete from "${schema}".schema_migrations where version = ${EXPECTED_SCHEMA_VERSION}`,
+      `update "${schema}".schema_migrations set version = ${EXPECTED_SCHEMA_VERSION - 1}
+        where version = ${EXPECTED_SCHEMA_VERSION}`,
     );
     const old = await get(`${base}/readyz`);
     assert.equal(old.status, 503);

@@ -36,6 +36,11 @@ interface Env {
   received: Received[];
   /** Resolves once the job with this id reaches one of `states`. */
   until(id: number, ...states: string[]): Promise<Job>;
+  /**
+   * Shuts the worker down, waiting up to `drainMs` for its attempts in flight to end (what each does after
+   * the function's answer included); idempotent.
+   */
+  stop(drainMs?: number): Promise<void>;
   /** POSTs to a callback URL forwarding the signature header the function received, like a real function. */
   callBack(r: Received, url: string, body: unknown): Promise<{ status: number; body: any }>;
 }
@@ -98,6 +103,7 @@ async function withHttpWorker(
       },
     },
   });
+  env.stop = stop;
   try {
     await body(env);
   } finally {
@@ -217,7 +223,7 @@ Deno.test("a function that calls back before sending its own 2xx: the job is com
       answer = await env.callBack(r, r.body.callback_url, { payload: { early: true } });
       return new Response(null, { status: 200 });
     },
-  }, async ({ client, until }) => {
+  }, async ({ client, until, stop }) => {
     const job = await client.enqueue("fn", {});
     const done = await until(job.id, "completed", "failed", "retryable");
     assert.equal(done.state, "completed");
@@ -225,8 +231,9 @@ Deno.test("a function that calls back before sending its own 2xx: the job is com
     await waitFor(() => answer !== undefined, 5_000, "the receiver's answer to reach the function");
     assert.equal(answer?.status, 200);
     assert.equal(answer?.body.state, "completed");
-    // The worker's park after the 2xx found nothing to do; give it a moment and check nothing changed.
-    await new Promise((r) => setTimeout(r, 200));
+    // The worker's park after the 2xx found nothing to do: once the worker has shut down, which waits for
+    // the attempt to end (its park included), nothing changed.
+    await stop(10_000);
     const after = (await client.getJob(job.id))!;
     assert.equal(after.state, "completed");
     assert.equal(after.errors.length, 0);

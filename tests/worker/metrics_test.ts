@@ -179,10 +179,13 @@ Deno.test("metrics: the leader's rescue counts as rescued; duties are timed", as
     const [claimed] = await claim(client, other, 1, "rt-dead");
     assert.equal(claimed?.id, job.id);
     await staleRuntime(client, "rt-dead");
+    // The rescue is counted inside the duty; the duty's run is counted when it ends: wait for both.
     const after = await scrapeUntil(
       addr,
-      (s) => delta(before, s, seriesKey("svc_jobs_rescued_total", { kind })) >= 1,
-      "a rescue",
+      (s) =>
+        delta(before, s, seriesKey("svc_jobs_rescued_total", { kind })) >= 1 &&
+        delta(before, s, seriesKey("svc_leader_duty_runs_total", { duty: "rescue", outcome: "ok" })) >= 1,
+      "a rescue and its duty run",
     );
     assert.ok(
       delta(before, after, seriesKey("svc_leader_duty_runs_total", { duty: "rescue", outcome: "ok" })) >= 1,

@@ -21,6 +21,9 @@ const POISON: [string, () => unknown, RegExp][] = [
   ["lone surrogate", () => ({ s: "\ud800" }), /lone surrogate/],
   ["deep nesting", () => deep(15_000), /nested deeper than 512/],
   ["BigInt", () => ({ n: 1n }), /JSON-serializable/],
+  ["Infinity", () => ({ n: [1, Infinity] }), /the number Infinity has no JSON form/],
+  ["-0", () => -0, /the number -0 has no JSON form/],
+  ["NaN", () => ({ n: NaN }), /the number NaN has no JSON form/],
 ];
 
 Deno.test("poison results: each fails its own attempt terminally; the 2,000 others complete once, none rescued", async () => {

@@ -1,16 +1,17 @@
 /**
- * Prefetch (docs/reference/configuration.md, "Queues"): jobs claimed ahead of free slots start when a
- * slot frees (their start recorded first, `attempted_at` the handler's start), go back without consuming
- * their attempt after `prefetchTtl`, at shutdown and when their queue is paused, and after a kill -9 the
- * ones that never started run elsewhere even on their last attempt. Two processes with the same settings
- * share a backlog fairly.
+ * Prefetch (docs/reference/configuration.md, "Queues"): jobs claimed ahead of free slots are held with
+ * their attempt counted at claim and start when a slot frees, with nothing written (the completion carries
+ * the handler's start: `attempted_at`); they go back with the attempt refunded and their run_at kept after
+ * `prefetchTtl`, at shutdown and when their queue is paused; after a kill -9 every held job is rescued with
+ * its attempt consumed, so a job on its last attempt fails (nothing is lost). Two processes with the same
+ * settings share a backlog fairly.
  */
 import assert from "node:assert/strict";
 import type { Client } from "../../src/client/client.ts";
 import type { Job } from "../../src/types.ts";
 import { countJobs, DATABASE_URL, testClient, waitFor } from "../helpers/db.ts";
 import { spawnWorker } from "../helpers/process.ts";
-import { startWorker } from "../helpers/worker.ts";
+import { claimsRun, startWorker } from "../helpers/worker.ts";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -25,7 +26,7 @@ async function jobs(client: Client, ids: number[]): Promise<Job[]> {
   return await Promise.all(ids.map(async (id) => (await client.getJob(id))!));
 }
 
-Deno.test("prefetch: jobs held ahead start as slots free, attempted_at is their start, each runs once", async () => {
+Deno.test("prefetch: jobs held ahead start as slots free with their attempt counted at claim; attempted_at is their start, each runs once", async () => {
   const { client, drop } = await testClient();
   let w: Awaited<ReturnType<typeof startWorker>> | undefined;
   try {
@@ -43,10 +44,23 @@ Deno.test("prefetch: jobs held ahead start as slots free, attempted_at is their 
         },
       },
     });
-    // One running and five held: all six are `running` in the database, five without a start.
+    // One running and five held: all six are `running` in the database, each on its first attempt.
     await waitFor(async () => (await countJobs(client, "state = 'running'")) === 6, 10_000, "6 claimed");
-    const held = (await jobs(client, enq.map((j) => j.id))).filter((j) => j.attemptedAt === null);
-    assert.equal(held.length, 5, "five prefetched jobs have no start yet");
+    for (const j of await jobs(client, enq.map((j) => j.id))) assert.equal(j.attempt, 1, "counted at claim");
+    assert.equal(started.length, 1, "one slot: one handler started");
+    // The heartbeat tells them apart (the UI's Running page and dashboard): 1 in flight, 5 held, named.
+    const rt = (await waitFor(
+      async () => {
+        const r = (await client.listRuntimes()).find((r) => r.id === w!.worker.id);
+        return r?.held === 5 ? r : null;
+      },
+      10_000,
+      "the heartbeat reports 5 held",
+    ))!;
+    assert.equal(rt.inFlight, 1);
+    const running = new Set(enq.map((j) => j.id));
+    assert.equal(rt.heldJobs!.length, 5);
+    for (const id of rt.heldJobs!) assert.ok(running.has(id), `held job ${id} is one of ours`);
     g.open();
     await waitFor(async () => (await countJobs(client, "state = 'completed'")) === 6, 10_000, "all done");
     const done = (await jobs(client, enq.map((j) => j.id))).sort((a, b) => +a.attemptedAt! - +b.attemptedAt!);
@@ -62,7 +76,7 @@ Deno.test("prefetch: jobs held ahead start as slots free, attempted_at is their 
   }
 });
 
-Deno.test("prefetch: a job held longer than prefetchTtl goes back without consuming its attempt", async () => {
+Deno.test("prefetch: a job held longer than prefetchTtl goes back with its attempt refunded and its run_at kept", async () => {
   const { client, drop } = await testClient();
   let w: Awaited<ReturnType<typeof startWorker>> | undefined;
   const g = gate();
@@ -75,12 +89,19 @@ Deno.test("prefetch: a job held longer than prefetchTtl goes back without consum
     });
     await waitFor(async () => (await client.getJob(slow.id))!.state === "running", 10_000, "slow runs");
     // While the slot is taken, the quick jobs are held, given back after 300 ms, held again...
-    await sleep(1_500);
-    const during = await jobs(client, quick.map((j) => j.id));
-    for (const j of during) {
+    const during = (await waitFor(
+      async () => {
+        const js = await jobs(client, quick.map((j) => j.id));
+        return js.every((j) => j.lease >= 2) ? js : null;
+      },
+      10_000,
+      "each quick job to be held a second time",
+    ))!;
+    for (const [i, j] of during.entries()) {
       assert.ok(j.state === "running" || j.state === "available", j.state);
       assert.ok(j.lease >= 2, `job ${j.id} was claimed more than once (lease ${j.lease})`);
-      assert.equal(j.attemptedAt, null, "never started");
+      assert.ok(j.attempt <= 1, `held at most once at a time (attempt ${j.attempt})`);
+      assert.equal(+j.runAt, +quick[i].runAt, "the give-back keeps the job's run_at");
     }
     g.open();
     await waitFor(async () => (await countJobs(client, "state = 'completed'")) === 4, 10_000, "all done");
@@ -96,7 +117,7 @@ Deno.test("prefetch: a job held longer than prefetchTtl goes back without consum
 });
 
 for (const how of ["shutdown", "pause"] as const) {
-  Deno.test(`prefetch: held jobs go back at once on ${how}, their attempt not consumed; the running one goes on`, async () => {
+  Deno.test(`prefetch: held jobs go back at once on ${how}, their attempt refunded and run_at kept; the running one goes on`, async () => {
     const { client, drop } = await testClient();
     let w: Awaited<ReturnType<typeof startWorker>> | undefined;
     const g = gate();
@@ -116,13 +137,18 @@ for (const how of ["shutdown", "pause"] as const) {
         "the held jobs to be available again",
       );
       assert.ok(Date.now() - t0 < 3_000, `given back after ${Date.now() - t0} ms`);
-      for (const j of await jobs(client, rest.map((j) => j.id))) assert.equal(j.attempt, 0);
+      for (const [i, j] of (await jobs(client, rest.map((j) => j.id))).entries()) {
+        assert.equal(j.attempt, 0);
+        assert.equal(+j.runAt, +rest[i].runAt, "run_at kept");
+      }
       assert.equal((await client.getJob(slow.id))!.state, "running", "the running attempt goes on");
       g.open();
       await stopping;
       await waitFor(async () => (await client.getJob(slow.id))!.state === "completed", 10_000, "slow done");
       if (how === "pause") {
-        await sleep(500);
+        // Two claim statements with the slot free again: the worker looked at the paused queue and took nothing.
+        const claims = await claimsRun();
+        await waitFor(async () => await claimsRun() >= claims + 2, 10_000, "two claims on the paused queue");
         for (const j of await jobs(client, rest.map((j) => j.id))) {
           assert.equal(j.state, "available", "paused");
         }
@@ -135,7 +161,7 @@ for (const how of ["shutdown", "pause"] as const) {
   });
 }
 
-Deno.test("prefetch: kill -9 with a full buffer: every job that had not started runs elsewhere, even on its last attempt", async () => {
+Deno.test("prefetch: kill -9 with a full buffer: every held job is rescued with its attempt consumed; nothing is lost", async () => {
   const { client, drop, schema } = await testClient();
   await client.sql.unsafe(`create table "${schema}".effects (job_id bigint not null, pid int not null)`);
   // The killed worker's sessions carry a name of their own: a statement it sent just before it died can
@@ -156,36 +182,40 @@ Deno.test("prefetch: kill -9 with a full buffer: every job that had not started 
       Array.from({ length: 40 }, () => ({ kind: "slow", maxAttempts: 1 })),
     );
     await waitFor(async () => (await countJobs(client, "state = 'running'")) === 40, 10_000, "all 40 held");
-    await sleep(500); // one or two have started
+    // One has started (its handler's first statement records it).
+    await waitFor(
+      async () => (await client.sql.unsafe(`select 1 from "${schema}".effects limit 1`)).length,
+      10_000,
+      "a handler to start",
+    );
     const sessions = async () =>
       (await client.sql.unsafe(`select 1 from pg_stat_activity where application_name = $1`, [tag])).length;
     assert.ok(await sessions() > 0, "the worker's sessions carry the tag");
     await a.kill("SIGKILL");
     await waitFor(async () => await sessions() === 0, 10_000, "the killed worker's sessions to end");
-    // Started, as svc records it: a start record (attempted_at) committed before the handler ran. Every
-    // handler that left an effect had one; a start may also be recorded for a handler the kill cut short.
-    const startedBeforeKill = new Set(
-      (await jobs(client, enq.map((j) => j.id))).filter((j) => j.attemptedAt !== null).map((j) => j.id),
-    );
-    for (const r of await client.sql.unsafe(`select job_id from "${schema}".effects`)) {
-      assert.ok(startedBeforeKill.has(Number(r.job_id)), `job ${r.job_id} ran without a start record`);
-    }
     b = spawnWorker(schema, { MAX_WORKERS: "20", SLOW_MS: "10", RESCUE_MS: "1000" });
     await waitFor(
       async () => (await countJobs(client, "state in ('completed', 'failed')")) === 40,
       30_000,
       "every job to finish",
     );
-    for (const j of await jobs(client, enq.map((j) => j.id))) {
-      if (startedBeforeKill.has(j.id)) {
-        // It had run: its attempt counted; the only attempt is spent (it may also have completed in time).
-        assert.ok(j.state === "failed" || j.state === "completed", `${j.id}: ${j.state}`);
-      } else {
-        assert.equal(j.state, "completed", `job ${j.id}, never started before the kill, ran elsewhere`);
-        assert.equal(j.attempt, 1);
-      }
+    // Each job had one attempt, consumed when the dead worker claimed it: a held job's attempt counts like a
+    // started one's (a job that kills its worker must run out of attempts). A job that completed before the
+    // kill is completed; every other one failed with the rescue's reason. None ran twice.
+    const ran = new Map<number, number>();
+    for (const r of await client.sql.unsafe(`select job_id from "${schema}".effects`)) {
+      ran.set(Number(r.job_id), (ran.get(Number(r.job_id)) ?? 0) + 1);
     }
-    assert.ok(startedBeforeKill.size < 40, "most were still held when the process died");
+    let failed = 0;
+    for (const j of await jobs(client, enq.map((j) => j.id))) {
+      assert.equal(j.attempt, 1, `job ${j.id}`);
+      assert.ok((ran.get(j.id) ?? 0) <= 1, `job ${j.id} ran ${ran.get(j.id)} times`);
+      if (j.state === "failed") {
+        failed++;
+        assert.match(j.errors.at(-1)!.error, /rescued: heartbeat stale/);
+      } else assert.equal(j.state, "completed", `${j.id}: ${j.state}`);
+    }
+    assert.ok(failed > 30, `most were still held when the process died (${failed} failed)`);
   } finally {
     await a.kill("SIGKILL");
     await b?.kill("SIGKILL");

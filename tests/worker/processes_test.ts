@@ -109,58 +109,51 @@ Deno.test("kill -9 mid-job: another process rescues and completes it; the stale 
   }
 });
 
-Deno.test("leader failover: a new leader within the election interval, never two at once, duties go on", async () => {
+Deno.test("leader failover: a leader killed with SIGKILL is replaced within leaderTtl + an election, the term moves once, duties go on", async () => {
   const { client, drop, schema } = await testClient();
   await client.sql.unsafe(`create table "${schema}".effects (job_id bigint not null, pid int not null)`);
-  const key = client.names.leaderLockKey;
-  const hi = Math.floor(key / 2 ** 32);
-  const lo = key % 2 ** 32;
-  const holders = async (): Promise<number[]> =>
-    (await client.sql.unsafe(
-      `select pid from pg_locks where locktype = 'advisory' and granted and classid = $1::bigint::oid and objid = $2::bigint::oid and objsubid = 1`,
-      [hi, lo],
-    )).map((r) => r.pid as number);
-  const procs = [spawnWorker(schema, { ELECTION_MS: "300" }), spawnWorker(schema, { ELECTION_MS: "300" })];
-  let maxHolders = 0;
+  const holder = async (): Promise<string | null> =>
+    (await client.sql.unsafe(`select holder from ${client.names.q}.leadership`))[0].holder;
+  const env = { ELECTION_MS: "300", LEADER_TTL_MS: "2000" };
+  const procs = [spawnWorker(schema, env), spawnWorker(schema, env)];
+  // Every holder the term had, in order (a change back to a former holder would be a second leader).
+  const seen: string[] = [];
   let sampling = true;
   const sampler = (async () => {
     while (sampling) {
-      maxHolders = Math.max(maxHolders, (await holders()).length);
+      const h = await holder();
+      if (h !== null && seen.at(-1) !== h) seen.push(h);
       await new Promise((r) => setTimeout(r, 25));
     }
   })();
   try {
     await Promise.all(procs.map((p) => p.waitLine(/^started /)));
-    await waitFor(async () => (await holders()).length === 1, 10_000, "a leader");
-    const leaderRow = await waitFor(
-      async () => {
-        const rows = await client.sql.unsafe(`select id, pid from "${schema}".runtimes where leader`);
-        return rows.length === 1 ? rows[0] : null;
-      },
-      10_000,
-      "leader row",
-    ) as unknown as { id: string; pid: number };
-    const [oldBackend] = await holders();
-    const leaderIdx = procs.findIndex((p) => p.lines.some((l) => l === `started ${leaderRow.id}`));
+    const leaderId = await waitFor(holder, 10_000, "a leader");
+    const leaderIdx = procs.findIndex((p) => p.lines.some((l) => l === `started ${leaderId}`));
     assert.ok(leaderIdx >= 0);
     await procs[leaderIdx].kill("SIGKILL");
     const killedAt = Date.now();
-    // PostgreSQL notices the dead backend; the lock is freed and the survivor takes it.
-    await waitFor(
-      async () => (await holders()).length === 1 && !(await holders()).includes(oldBackend),
+    // The term lapses after the TTL; the survivor takes the next one at its next election.
+    const next = await waitFor(
+      async () => {
+        const h = await holder();
+        return h !== null && h !== leaderId ? h : null;
+      },
       10_000,
       "new leader",
     );
     const took = Date.now() - killedAt;
-    assert.ok(took < 300 + 2000, `new leader after ${took} ms`);
+    assert.ok(took < 2000 + 300 + 2000, `new leader after ${took} ms (TTL 2 s, election 0.3 s)`);
+    assert.ok(procs[1 - leaderIdx].lines.includes(`started ${next}`), "the survivor leads");
     // Promotion goes on under the new leader: a scheduled job runs.
     const j = await client.enqueue("tick", {}, { runAt: new Date(Date.now() + 200) });
     await waitFor(async () => (await client.getJob(j.id))!.state === "completed", 10_000, "promoted and run");
     sampling = false;
     await sampler;
-    assert.equal(maxHolders, 1, "never two leaders");
+    assert.deepEqual(seen, [leaderId, next], "the term moved once");
   } finally {
     sampling = false;
+    await sampler;
     await Promise.all(procs.map((p) => p.kill("SIGTERM")));
     await drop();
   }

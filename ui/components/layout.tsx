@@ -24,6 +24,8 @@ export function Layout(props: {
   notice: string | null;
   /** Shown as a Log out button when the server has a token and this browser a session. */
   onLogout?: () => void;
+  /** The login form: no navigation and no job lookup before a session exists. */
+  bare?: boolean;
   children: ComponentChildren;
 }) {
   const { route, caps } = props;
@@ -36,23 +38,25 @@ export function Layout(props: {
           <Link href="/" class="brand" data-testid="brand">
             svc
           </Link>
-          <nav aria-label="Main" class="nav">
-            <ul>
-              {NAV.map((n) => (
-                <li key={n.page}>
-                  <Link
-                    href={n.href}
-                    data-testid={n.testid}
-                    aria-current={n.page === active ? "page" : undefined}
-                  >
-                    {n.label}
-                  </Link>
-                </li>
-              ))}
-            </ul>
-          </nav>
+          {!props.bare && (
+            <nav aria-label="Main" class="nav">
+              <ul>
+                {NAV.map((n) => (
+                  <li key={n.page}>
+                    <Link
+                      href={n.href}
+                      data-testid={n.testid}
+                      aria-current={n.page === active ? "page" : undefined}
+                    >
+                      {n.label}
+                    </Link>
+                  </li>
+                ))}
+              </ul>
+            </nav>
+          )}
           <div class="topbar-meta">
-            {caps && <FindJob />}
+            {caps && !props.bare && <FindJob />}
             {caps?.read_only && (
               <span
                 class="badge badge-readonly"

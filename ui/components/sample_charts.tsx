@@ -6,6 +6,7 @@
  * depth chart is left out while a kind is picked. Without samples (a server that predates them answers
  * 404) an empty state says so.
  */
+import type { ComponentChildren } from "preact";
 import { api } from "../api.ts";
 import { usePoll } from "../hooks.ts";
 import { perMinute } from "../samples.ts";
@@ -46,8 +47,11 @@ function Pick(
   );
 }
 
-/** The charts, with the queue and kind picked in the URL's query string of the page at `base`. */
-export function SampleCharts({ base }: { base: string }) {
+/**
+ * The charts, with the queue and kind picked in the URL's query string of the page at `base`;
+ * `unavailable` replaces the empty state of a server without samples.
+ */
+export function SampleCharts({ base, unavailable }: { base: string; unavailable?: ComponentChildren }) {
   const loc = useLocation();
   const queue = loc.query.get("queue") ?? "";
   const kind = loc.query.get("kind") ?? "";
@@ -80,6 +84,7 @@ export function SampleCharts({ base }: { base: string }) {
     </div>
   );
   if (res.data === null) {
+    if (unavailable) return <>{unavailable}</>;
     return (
       <section class="card" data-testid="samples-unavailable">
         <h2>Throughput and depth by queue and kind</h2>

@@ -4,7 +4,7 @@
  * person to look at (not a test: the browser tests of `svc serve` assert things).
  *
  *   deno run -A cli.ts dev --port 8788 &               # or a real `svc serve`
- *   deno run -A ui/dev/screenshots.ts [--url http://127.0.0.1:8788] [--out /tmp/ui-shots] [--prefix rw]
+ *   deno run -A --config deno.contrib.json ui/dev/screenshots.ts [--url http://127.0.0.1:8788] [--out /tmp/ui-shots] [--prefix rw]
  *
  * Screenshots are written outside the repository by default; keep them out of git.
  */

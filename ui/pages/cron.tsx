@@ -21,7 +21,7 @@ export function Cron() {
       <h1>Cron</h1>
       {!res.data ? <p class="muted">Loading…</p> : (
         <TableWrap label="Cron entries" testid="cron-table">
-          <table>
+          <table class="stacked">
             <thead>
               <tr>
                 <th scope="col">Name</th>
@@ -41,34 +41,38 @@ export function Cron() {
             <tbody>
               {entries.map((c) => (
                 <tr key={c.name} data-testid={`cron-row-${c.name}`} class={c.paused ? "row-paused" : ""}>
-                  <th scope="row">
-                    {c.name}
-                    <span data-testid={`cron-status-${c.name}`}>
-                      <PausedBadge paused={c.paused} />
+                  <th scope="row" data-label="Name">
+                    <span>
+                      {c.name}
+                      <span data-testid={`cron-status-${c.name}`}>
+                        <PausedBadge paused={c.paused} />
+                      </span>
                     </span>
                   </th>
-                  <td>
-                    <code>{c.schedule}</code>
-                    <div class="muted small">{c.timezone}</div>
+                  <td data-label="Schedule" data-testid={`cron-schedule-${c.name}`}>
+                    <span>
+                      <code>{c.schedule}</code>
+                      <div class="muted small">{c.timezone}</div>
+                    </span>
                   </td>
-                  <td>
+                  <td data-label="Kind">
                     <Link href={`/jobs?kind=${encodeURIComponent(c.kind)}`}>
                       <code>{c.kind}</code>
                     </Link>
                   </td>
-                  <td>{c.queue}</td>
-                  <td class="cell-args">
+                  <td data-label="Queue">{c.queue}</td>
+                  <td class="cell-args" data-label="Args">
                     <code title={jsonPreview(c.args, 2000)}>{jsonPreview(c.args, 32)}</code>
                   </td>
-                  <td>
+                  <td data-label="Last fire">
                     <RelTime iso={c.last_fire_at} />
                   </td>
-                  <td data-testid={`cron-next-${c.name}`}>
+                  <td data-label="Next fire" data-testid={`cron-next-${c.name}`}>
                     {c.paused ? <span class="muted">paused</span> : (
-                      <>
+                      <span>
                         <RelTime iso={c.next_fire_at} />
                         <div class="muted small">{fmtDateTime(c.next_fire_at)}</div>
-                      </>
+                      </span>
                     )}
                   </td>
                   {!readOnly && (

@@ -1,7 +1,12 @@
 /** @jsxImportSource preact */
-/** Counts by state, the throughput chart, the per-queue table and the storage card. */
+/**
+ * Counts by state (running split into started and held: claimed into a runtime's buffer, not started),
+ * the per-minute charts from the leader's samples (one source and one time axis for throughput and depth;
+ * a server without samples gets the throughput of its finished jobs instead), the per-queue table and the
+ * storage card.
+ */
 import { PausedBadge } from "../components/paused_badge.tsx";
-import { api, JOB_STATES, type Queue, type Runtime } from "../api.ts";
+import { api, JOB_STATES, type Queue, type Runtime, unservedText } from "../api.ts";
 import { Link } from "../components/link.tsx";
 import { StorageCard } from "../components/storage_card.tsx";
 import { TableWrap } from "../components/table_wrap.tsx";
@@ -10,6 +15,21 @@ import { SampleCharts } from "../components/sample_charts.tsx";
 import { fmtAge, fmtCount, stateLabel } from "../format.ts";
 import { usePoll, useTitle } from "../hooks.ts";
 import { isUnhealthy } from "./runtimes.tsx";
+
+/**
+ * Running jobs split into started and held (prefetched: claimed into a runtime's buffer, not started;
+ * their state is running too), by what the live runtimes reported held at their last heartbeat. Held is
+ * null when no live runtime reports it (older processes).
+ */
+export function splitRunning(
+  running: number,
+  runtimes: Runtime[] | undefined,
+): { started: number; held: number | null } {
+  const live = (runtimes ?? []).filter((r) => r.live && typeof r.held === "number");
+  if (live.length === 0) return { started: running, held: null };
+  const held = Math.min(running, live.reduce((n, r) => n + (r.held ?? 0), 0));
+  return { started: running - held, held };
+}
 
 /** Queue columns shown on the dashboard (the rest are on the Queues page). */
 const QUEUE_COLUMNS = [
@@ -24,7 +44,7 @@ const QUEUE_COLUMNS = [
 export function QueueCountsTable({ queues, testidPrefix }: { queues: Queue[]; testidPrefix: string }) {
   return (
     <TableWrap label="Queues" testid="queue-table">
-      <table>
+      <table class="stacked">
         <thead>
           <tr>
             <th scope="col">Queue</th>
@@ -36,18 +56,22 @@ export function QueueCountsTable({ queues, testidPrefix }: { queues: Queue[]; te
         <tbody>
           {queues.map((q) => (
             <tr key={q.name} data-testid={`${testidPrefix}-${q.name}`}>
-              <th scope="row">
+              <th scope="row" data-label="Queue">
                 <Link href={`/jobs?queue=${encodeURIComponent(q.name)}`}>{q.name}</Link>
               </th>
-              <td>
+              <td data-label="Status">
                 <PausedBadge paused={q.paused} />
               </td>
               {QUEUE_COLUMNS.map((s) => (
-                <td class={`num${s === "failed" && q.counts[s] > 0 ? " text-danger" : ""}`} key={s}>
+                <td
+                  class={`num${s === "failed" && q.counts[s] > 0 ? " text-danger" : ""}`}
+                  key={s}
+                  data-label={stateLabel(s)}
+                >
                   {fmtCount(q.counts[s] ?? 0, q.approximate?.includes(s))}
                 </td>
               ))}
-              <td class="num">{fmtAge(q.oldest_available_age_seconds)}</td>
+              <td class="num" data-label="Oldest available">{fmtAge(q.oldest_available_age_seconds)}</td>
             </tr>
           ))}
           {queues.length === 0 && (
@@ -96,10 +120,27 @@ export function Dashboard() {
   const storage = usePoll("storage", (signal) => api.storage(signal));
   const runtimes = usePoll("runtimes", (signal) => api.runtimes(signal));
   const s = stats.data;
+  const split = splitRunning(s?.counts.running ?? 0, runtimes.data?.runtimes);
 
   return (
     <div class="page" data-testid="page-dashboard">
       <h1>Dashboard</h1>
+      {s?.unserved?.length
+        ? (
+          <div class="banner banner-warn" role="status" data-testid="unserved-banner">
+            <strong>Jobs nobody will run:</strong>
+            <ul>
+              {s.unserved.map((u) => (
+                <li key={u.queue} data-testid={`unserved-${u.queue}`}>
+                  <Link href={`/jobs?queue=${encodeURIComponent(u.queue)}&state=available`}>{u.queue}</Link>:
+                  {" "}
+                  {fmtCount(u.available)} available, {unservedText(u)}
+                </li>
+              ))}
+            </ul>
+          </div>
+        )
+        : null}
       <section aria-labelledby="counts-title">
         <h2 id="counts-title" class="sr-only">Jobs by state</h2>
         <ul class="state-grid">
@@ -112,22 +153,39 @@ export function Dashboard() {
               >
                 <span class="state-card-label">{stateLabel(st)}</span>
                 <span class="state-card-value" data-testid={`state-count-${st}`}>
-                  {s ? fmtCount(s.counts[st] ?? 0, s.approximate?.includes(st)) : "…"}
+                  {!s
+                    ? "…"
+                    : st === "running"
+                    ? fmtCount(split.started, s.approximate?.includes(st))
+                    : fmtCount(s.counts[st] ?? 0, s.approximate?.includes(st))}
                 </span>
+                {st === "running" && s && split.held !== null && (
+                  <span
+                    class="state-card-note muted small"
+                    data-testid="state-held-running"
+                    title="Claimed into a runtime's buffer, not started: they start when a slot frees"
+                  >
+                    {split.held === 0 ? "none held" : `+ ${fmtCount(split.held)} held`}
+                  </span>
+                )}
               </Link>
             </li>
           ))}
         </ul>
       </section>
-      {s
-        ? <ThroughputChart points={s.throughput} />
-        : (
-          <section class="card" aria-labelledby="throughput-title">
-            <h2 id="throughput-title">Throughput, last 60 minutes</h2>
-            <p class="muted">{stats.error ? "Not available: the stats could not be loaded." : "Loading…"}</p>
-          </section>
-        )}
-      <SampleCharts base="/" />
+      <SampleCharts
+        base="/"
+        unavailable={s
+          ? <ThroughputChart points={s.throughput} />
+          : (
+            <section class="card" aria-labelledby="throughput-title">
+              <h2 id="throughput-title">Throughput, last 60 minutes</h2>
+              <p class="muted">
+                {stats.error ? "Not available: the stats could not be loaded." : "Loading…"}
+              </p>
+            </section>
+          )}
+      />
       <section class="card" aria-labelledby="dash-queues-title">
         <div class="card-head">
           <h2 id="dash-queues-title">Queues</h2>

@@ -1,7 +1,7 @@
 /** @jsxImportSource preact */
 /**
- * One job: its fields, args, result, every attempt's error, the callback it waits on and the
- * callbacks registered for it; retry and cancel when the state allows them (and the server is
+ * One job: its fields, args, progress (`ctx.progress`), result, every attempt's error, the callback it
+ * waits on and the callbacks registered for it; retry and cancel when the state allows them (and the server is
  * writable).
  */
 import { api, CANCELLABLE_STATES, type JobDetail as Detail, RETRYABLE_STATES } from "../api.ts";
@@ -10,10 +10,11 @@ import { Link } from "../components/link.tsx";
 import { StateBadge } from "../components/state_badge.tsx";
 import { TableWrap } from "../components/table_wrap.tsx";
 import { FullTime, RelTime } from "../components/time.tsx";
-import { fmtDuration } from "../format.ts";
+import { fmtDuration, fmtProgress } from "../format.ts";
 import { useAction, usePoll, useTitle } from "../hooks.ts";
-import { attemptLimit, errorsAreHistory, runMs, waitMs } from "../job_facts.ts";
+import { attemptLimit, attemptTimeline, errorsAreHistory, runMs, waitMs } from "../job_facts.ts";
 import { useApp } from "../state.ts";
+import { navigate } from "../router.ts";
 
 function Actions({ detail, onChanged }: { detail: Detail; onChanged: () => void }) {
   const { readOnly, notify } = useApp();
@@ -23,6 +24,8 @@ function Actions({ detail, onChanged }: { detail: Detail; onChanged: () => void 
   const canRetry = RETRYABLE_STATES.includes(job.state);
   const canCancel = CANCELLABLE_STATES.includes(job.state);
   if (!canRetry && !canCancel) return null;
+  const canDelete = canRetry; // the finished states
+
   return (
     <div class="actions">
       {canRetry && (
@@ -53,6 +56,25 @@ function Actions({ detail, onChanged }: { detail: Detail; onChanged: () => void 
             })}
         >
           {action.busy === "cancel" ? "Cancelling…" : "Cancel"}
+        </button>
+      )}
+      {canDelete && (
+        <button
+          type="button"
+          class="btn btn-danger"
+          data-testid="delete-button"
+          disabled={action.busy !== null}
+          onClick={() => {
+            if (
+              !globalThis.confirm(`Delete job #${job.id} for good? Its args, result and errors go with it.`)
+            ) return;
+            action.run("delete", () => api.deleteJob(job.id), () => {
+              notify(`Job #${job.id} deleted.`);
+              navigate("/jobs");
+            });
+          }}
+        >
+          {action.busy === "delete" ? "Deleting…" : "Delete"}
         </button>
       )}
     </div>
@@ -95,6 +117,7 @@ export function JobDetail({ id }: { id: string }) {
   }
 
   const j = d.job;
+  const timeline = attemptTimeline(j);
   const pendingCallback = d.callbacks.find((c) => c.id === j.callback_id);
   return (
     <div class="page" data-testid="page-job">
@@ -109,6 +132,13 @@ export function JobDetail({ id }: { id: string }) {
         <Actions detail={d} onChanged={res.refresh} />
       </div>
 
+      {d.unserved && (
+        <p class="banner banner-warn" role="status" data-testid="job-unserved">
+          This job will not run:{" "}
+          {d.unserved}. Start a worker that serves its queue with a handler for its kind, or retry it
+          elsewhere.
+        </p>
+      )}
       {pendingCallback && pendingCallback.rejected_count > 0 && (
         <p class="banner banner-warn" role="status" data-testid="job-callback-refused">
           {pendingCallback.rejected_count}{" "}
@@ -200,6 +230,21 @@ export function JobDetail({ id }: { id: string }) {
             <h2 id="job-args-title">Args</h2>
             <JsonBlock value={j.args} testid="job-args" label="Args" />
           </section>
+          {j.progress && (
+            <section class="card" aria-labelledby="job-progress-title" data-testid="job-progress">
+              <h2 id="job-progress-title">Progress</h2>
+              <p data-testid="job-progress-summary">
+                {fmtProgress(j.progress.value)}{" "}
+                <span class="muted small">
+                  reported <RelTime iso={j.progress.at} />
+                  {j.state === "running" ? "" : " by the latest attempt"}
+                </span>
+              </p>
+              {typeof j.progress.value === "object" && j.progress.value !== null && (
+                <JsonBlock value={j.progress.value} testid="job-progress-value" label="Progress" />
+              )}
+            </section>
+          )}
           <section class="card" aria-labelledby="job-result-title">
             <h2 id="job-result-title">Result</h2>
             {j.result === null || j.result === undefined
@@ -216,24 +261,73 @@ export function JobDetail({ id }: { id: string }) {
       </div>
 
       <section class="card" aria-labelledby="job-errors-title" data-testid="job-errors">
-        <h2 id="job-errors-title">Errors ({j.errors.length})</h2>
+        <h2 id="job-errors-title">Attempts ({j.attempt}, {j.errors.length} failed)</h2>
         {errorsAreHistory(j) && (
           <p class="muted" data-testid="job-errors-history">
             Earlier attempts failed; the job went on and is now{" "}
             {j.state.replace(/_/g, " ")}. These errors are its history, not its outcome.
           </p>
         )}
-        {j.errors.length === 0
-          ? <p class="muted">No attempt has failed.</p>
+        {timeline.length === 0
+          ? <p class="muted">No attempt has run yet.</p>
           : (
-            <ol class={errorsAreHistory(j) ? "errors errors-history" : "errors"}>
-              {j.errors.map((e, i) => (
-                <li key={`${e.attempt}-${i}`} data-testid={`job-error-${e.attempt}`}>
+            <ol class="timeline" data-testid="attempt-timeline">
+              {timeline.map((a, i) => (
+                <li
+                  key={`${a.attempt}-${i}`}
+                  class={a.error ? "attempt attempt-failed" : "attempt"}
+                  data-testid={`attempt-${a.attempt}`}
+                >
                   <div class="error-head">
-                    <strong>Attempt {e.attempt}</strong> <FullTime iso={e.at} />
-                    {e.terminal && <span class="badge state-failed">terminal</span>}
+                    <strong>Attempt {a.attempt}</strong>
+                    <span class="attempt-outcome" data-testid="attempt-outcome">{a.outcome}</span>
+                    {a.error && a.outcome === "failed for good" && (
+                      <span class="badge state-failed">terminal</span>
+                    )}
                   </div>
-                  <pre class="error-text" tabIndex={0}>{e.error}</pre>
+                  <dl class="attempt-facts">
+                    {a.startedAt && (
+                      <>
+                        <dt>Started</dt>
+                        <dd>
+                          <FullTime iso={a.startedAt} />
+                        </dd>
+                      </>
+                    )}
+                    {a.endedAt && (
+                      <>
+                        <dt>Ended</dt>
+                        <dd>
+                          <FullTime iso={a.endedAt} />
+                        </dd>
+                      </>
+                    )}
+                    {a.ranMs !== null && (
+                      <>
+                        <dt>Ran</dt>
+                        <dd data-testid="attempt-ran">{fmtDuration(a.ranMs)}</dd>
+                      </>
+                    )}
+                    {a.by && (
+                      <>
+                        <dt>By</dt>
+                        <dd>
+                          <code>{a.by}</code>
+                        </dd>
+                      </>
+                    )}
+                  </dl>
+                  {a.error && (
+                    <div data-testid={`job-error-${a.attempt}`}>
+                      <pre class="error-text" tabIndex={0}>{a.error.error}</pre>
+                      {a.error.stack && (
+                        <details class="stack" data-testid="error-stack">
+                          <summary>Stack</summary>
+                          <pre class="error-text stack-text" tabIndex={0}>{a.error.stack}</pre>
+                        </details>
+                      )}
+                    </div>
+                  )}
                 </li>
               ))}
             </ol>

@@ -2,10 +2,12 @@
 /// <reference lib="dom" />
 /**
  * Jobs list: filters (state, kind, queue, tag), text search in args, keyset pagination. The
- * filters live in the URL query string. When the server is writable: an enqueue form, and bulk retry
- * or cancel of what the filter matches. The form, the table, the bulk bar and the enqueue form are in
- * `jobs/`.
+ * filters live in the URL query string. When the server is writable: an enqueue form, each row's own
+ * actions (retry, cancel, delete), a selection of rows with those actions applied to the selected jobs,
+ * and (once the list is filtered by state, kind or queue) bulk retry or cancel of every job the filter
+ * matches. The form, the table, the selection, the bulk bar and the enqueue form are in `jobs/`.
  */
+import { useEffect } from "preact/hooks";
 import { api, JOB_STATES, type JobFilter, type JobState } from "../api.ts";
 import { Link } from "../components/link.tsx";
 import { usePoll, useTitle } from "../hooks.ts";
@@ -15,6 +17,7 @@ import { BulkBar } from "./jobs/bulk.tsx";
 import { EnqueuePanel } from "./jobs/enqueue.tsx";
 import { FILTER_KEYS, type FilterKey, JobFilters } from "./jobs/filters.tsx";
 import { JobsTable } from "./jobs/table.tsx";
+import { RowActions, SelectionBar, useSelection } from "./jobs/selection.tsx";
 
 function readFilter(query: URLSearchParams): JobFilter {
   const f: JobFilter = {};
@@ -54,6 +57,10 @@ export function Jobs() {
   };
   const anyFilter = FILTER_KEYS.some((k) => filter[k]);
   const jobs = page.data?.jobs ?? [];
+  const selection = useSelection();
+  // A new filter or page starts with nothing selected; rows gone from the page drop out.
+  useEffect(() => selection.clear(), [key]);
+  const selected = jobs.filter((j) => selection.ids.has(j.id));
   const nextCursor = page.data?.next_cursor ?? null;
 
   return (
@@ -61,9 +68,31 @@ export function Jobs() {
       <h1>Jobs</h1>
       <JobFilters filter={filter} apply={apply} />
       {!readOnly && <EnqueuePanel />}
-      {!readOnly && <BulkBar filter={filter} onDone={page.refresh} />}
+      {!readOnly && (filter.state || filter.kind || filter.queue || filter.tag || filter.q)
+        ? <BulkBar filter={filter} onDone={page.refresh} />
+        : null}
+      {!readOnly && (
+        <SelectionBar
+          jobs={selected}
+          selected={selected.length}
+          onClear={selection.clear}
+          onDone={page.refresh}
+        />
+      )}
 
       <div class="list-meta">
+        {!readOnly && jobs.length > 0 && (
+          <label class="select-all">
+            <input
+              type="checkbox"
+              data-testid="select-all"
+              checked={selected.length === jobs.length}
+              onChange={(e) =>
+                selection.set((e.currentTarget as HTMLInputElement).checked ? jobs.map((j) => j.id) : [])}
+            />{" "}
+            Select all
+          </label>
+        )}
         <span data-testid="jobs-count" aria-live="polite">
           {page.data
             ? `${jobs.length} job${jobs.length === 1 ? "" : "s"} on this page${
@@ -73,7 +102,12 @@ export function Jobs() {
         </span>
       </div>
 
-      <JobsTable jobs={jobs} current={page.current} />
+      <JobsTable
+        jobs={jobs}
+        current={page.current}
+        selection={readOnly ? undefined : selection}
+        actions={readOnly ? undefined : (j) => <RowActions job={j} onDone={page.refresh} />}
+      />
       {page.data && jobs.length === 0 && (
         <p class="empty" data-testid="jobs-empty">
           {filter.cursor ? "No more jobs." : anyFilter ? "No jobs match these filters." : "No jobs yet."}

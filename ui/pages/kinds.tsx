@@ -24,6 +24,7 @@ const NUM_COLS = [
   "Failed",
   "Completed 1 h",
   "Failed 1 h",
+  "Retried 1 h",
   "Failure rate",
   "Run p50",
   "Run p95",
@@ -49,6 +50,9 @@ function KindRow({ k }: { k: KindInfo }) {
         {fmtNum(k.completed_1h)}
       </td>
       <td class="num" data-label="Failed 1 h" data-testid={`kind-failed-${k.kind}`}>{fmtNum(k.failed_1h)}</td>
+      <td class="num" data-label="Retried 1 h" data-testid={`kind-retried-${k.kind}`}>
+        {fmtNum(k.retried_1h)}
+      </td>
       <td
         class={high ? "num text-danger" : "num"}
         data-label="Failure rate"
@@ -74,8 +78,9 @@ export function Kinds() {
     <div class="page" data-testid="page-kinds">
       <h1>Kinds</h1>
       <p class="muted">
-        The last hour's figures come from the leader's per-minute samples: attempts that finished, the share
-        that failed (retried or not), and run-time percentiles.
+        The last hour's figures come from the leader's per-minute samples: attempts completed, failed for good
+        and failed then retried; the failure rate is (failed + retried) / (completed + failed + retried); and
+        run-time percentiles.
       </p>
       {!res.data ? <p class="muted">Loading…</p> : (
         <TableWrap label="Kinds" testid="kinds-table">
@@ -93,7 +98,7 @@ export function Kinds() {
               {kinds.map((k) => <KindRow key={k.kind} k={k} />)}
               {kinds.length === 0 && (
                 <tr>
-                  <td colSpan={10} class="muted">No job kind yet.</td>
+                  <td colSpan={11} class="muted">No job kind yet.</td>
                 </tr>
               )}
             </tbody>

@@ -1,7 +1,7 @@
 /** @jsxImportSource preact */
 /** Every queue with its counts by state, the age of its oldest available job, and pause/resume. */
 import { PausedBadge, PauseToggle } from "../components/paused_badge.tsx";
-import { api, JOB_STATES } from "../api.ts";
+import { api, JOB_STATES, unservedText } from "../api.ts";
 import { Link } from "../components/link.tsx";
 import { TableWrap } from "../components/table_wrap.tsx";
 import { fmtAge, fmtCount, stateLabel } from "../format.ts";
@@ -30,7 +30,7 @@ export function Queues() {
       <h1>Queues</h1>
       {!res.data ? <p class="muted">Loading…</p> : (
         <TableWrap label="Queues" testid="queues-table">
-          <table>
+          <table class="stacked">
             <thead>
               <tr>
                 <th scope="col">Queue</th>
@@ -47,16 +47,25 @@ export function Queues() {
             <tbody>
               {queues.map((q) => (
                 <tr key={q.name} data-testid={`queue-row-${q.name}`} class={q.paused ? "row-paused" : ""}>
-                  <th scope="row">
+                  <th scope="row" data-label="Queue">
                     <Link href={`/jobs?queue=${encodeURIComponent(q.name)}`}>{q.name}</Link>
                   </th>
-                  <td data-testid={`queue-status-${q.name}`}>
-                    <PausedBadge paused={q.paused} />
+                  <td data-label="Status" data-testid={`queue-status-${q.name}`}>
+                    <span>
+                      <PausedBadge paused={q.paused} />
+                      {unservedText({ ...q, available: q.counts.available }) && (
+                        <span class="badge badge-warn" data-testid={`queue-unserved-${q.name}`}>
+                          {unservedText({ ...q, available: q.counts.available })}
+                        </span>
+                      )}
+                    </span>
                   </td>
                   {JOB_STATES.map((s) => (
-                    <td class="num" key={s}>{fmtCount(q.counts[s] ?? 0, q.approximate?.includes(s))}</td>
+                    <td class="num" key={s} data-label={stateLabel(s)}>
+                      {fmtCount(q.counts[s] ?? 0, q.approximate?.includes(s))}
+                    </td>
                   ))}
-                  <td class="num">{fmtAge(q.oldest_available_age_seconds)}</td>
+                  <td class="num" data-label="Oldest available">{fmtAge(q.oldest_available_age_seconds)}</td>
                   {!readOnly && (
                     <td class="cell-actions">
                       <div class="row-actions">

@@ -1,15 +1,18 @@
 /** @jsxImportSource preact */
 /**
  * Running now: for each runtime (host, pid, queues, leader) the jobs it runs with how long each has run,
- * its prefetched jobs apart (claimed into its buffer, not started: `attempted_at` is null), and stuck
+ * its prefetched jobs apart (claimed into its buffer, not started: named in the runtime's heartbeat as
+ * held, or `attempted_at` null), and stuck
  * jobs highlighted: no heartbeat for longer than the rescue window the runtime reports (the leader will
- * rescue them).
+ * rescue them). Handlers a runtime reports stuck (aborted by cancel, deadline or shutdown and not returned
+ * within its grace: their attempt has ended but they keep a slot) are listed under the runtime. Each job
+ * shows the latest value its handler reported with `ctx.progress`.
  */
 import { api, type Job, type Runtime } from "../api.ts";
 import { Link } from "../components/link.tsx";
 import { TableWrap } from "../components/table_wrap.tsx";
 import { RelTime } from "../components/time.tsx";
-import { fmtAge, fmtDuration, msBetween } from "../format.ts";
+import { fmtAge, fmtDuration, fmtProgress, msBetween } from "../format.ts";
 import { usePoll, useTitle } from "../hooks.ts";
 import { isUnhealthy } from "./runtimes.tsx";
 
@@ -44,7 +47,8 @@ function groups(jobs: Job[], runtimes: Runtime[]): Group[] {
       g = { id, runtime: runtimes.find((r) => r.id === id) ?? null, started: [], prefetched: [] };
       byId.set(id, g);
     }
-    (j.attempted_at ? g.started : g.prefetched).push(j);
+    const held = !j.attempted_at || (g.runtime?.held_jobs?.includes(j.id) ?? false);
+    (held ? g.prefetched : g.started).push(j);
   }
   return [...byId.values()];
 }
@@ -82,6 +86,7 @@ function StartedTable({ g, now }: { g: Group; now: number }) {
             <th scope="col" class="num">Attempt</th>
             <th scope="col" class="num">Running for</th>
             <th scope="col">Heartbeat</th>
+            <th scope="col">Progress</th>
           </tr>
         </thead>
         <tbody>
@@ -117,12 +122,41 @@ function StartedTable({ g, now }: { g: Group; now: number }) {
                 <td data-label="Heartbeat">
                   <RelTime iso={j.heartbeat_at} />
                 </td>
+                <td data-label="Progress" data-testid={`running-progress-${j.id}`}>
+                  {j.progress
+                    ? <span title={`reported ${j.progress.at}`}>{fmtProgress(j.progress.value)}</span>
+                    : <span class="muted">–</span>}
+                </td>
               </tr>
             );
           })}
         </tbody>
       </table>
     </TableWrap>
+  );
+}
+
+function StuckHandlerList({ r }: { r: Runtime }) {
+  return (
+    <div class="stuck-handlers" data-testid={`stuck-handlers-${r.id}`}>
+      <h3 class="text-danger">Handlers that did not return after their abort ({r.stuck_handlers.length})</h3>
+      <p class="muted small">
+        Their attempt has ended; each still holds a slot of this runtime until its code returns (it ignores
+        ctx.signal).
+      </p>
+      <ul class="chips">
+        {r.stuck_handlers.map((h) => (
+          <li
+            key={`${h.job_id}:${h.lease}`}
+            class="chip chip-stuck"
+            data-testid={`stuck-handler-${h.job_id}`}
+          >
+            <Link href={`/jobs/${h.job_id}`}>#{h.job_id}</Link> <code>{h.kind}</code> {h.reason}{" "}
+            <RelTime iso={h.aborted_at} />
+          </li>
+        ))}
+      </ul>
+    </div>
   );
 }
 
@@ -159,8 +193,8 @@ export function Running() {
   const now = Date.now();
   const d = res.data;
   const list = d ? groups(d.jobs, d.runtimes) : [];
-  const started = d?.jobs.filter((j) => j.attempted_at).length ?? 0;
-  const prefetched = (d?.jobs.length ?? 0) - started;
+  const started = list.reduce((n, g) => n + g.started.length, 0);
+  const prefetched = list.reduce((n, g) => n + g.prefetched.length, 0);
   const stuck = list.reduce(
     (n, g) => n + [...g.started, ...g.prefetched].filter((j) => isStuck(j, g.runtime, now)).length,
     0,
@@ -173,7 +207,8 @@ export function Running() {
         <>
           <p class="summary" data-testid="running-summary">
             <strong>{started}</strong> running{d.truncated ? "+" : ""}, <strong>{prefetched}</strong>{" "}
-            prefetched, on {list.filter((g) => g.started.length + g.prefetched.length > 0).length} runtime(s)
+            prefetched, on <span data-testid="running-runtimes">{list.length}</span>{" "}
+            runtime{list.length === 1 ? "" : "s"}
             {stuck > 0
               ? (
                 <>
@@ -197,6 +232,7 @@ export function Running() {
                 ? <StartedTable g={g} now={now} />
                 : <p class="muted" data-testid={`running-idle-${g.id}`}>Runs no job now.</p>}
               {g.prefetched.length > 0 && <Prefetched g={g} now={now} />}
+              {(g.runtime?.stuck_handlers?.length ?? 0) > 0 && <StuckHandlerList r={g.runtime!} />}
             </section>
           ))}
         </>

@@ -33,7 +33,7 @@ export function Runtimes() {
       )}
       {!res.data ? <p class="muted">Loading…</p> : (
         <TableWrap label="Runtimes" testid="runtimes-table">
-          <table>
+          <table class="stacked">
             <thead>
               <tr>
                 <th scope="col">Runtime</th>
@@ -56,32 +56,40 @@ export function Runtimes() {
                     data-unhealthy={bad ? "true" : "false"}
                     class={bad ? "row-unhealthy" : ""}
                   >
-                    <th scope="row">
-                      <code>{r.id}</code>
-                      {r.leader && (
-                        <span
-                          class="badge badge-leader"
-                          data-testid={`runtime-leader-${r.id}`}
-                          title="Leader: runs maintenance and cron"
-                        >
-                          ★ leader
-                        </span>
-                      )}
-                      {bad && (
-                        <span class="badge badge-unhealthy" data-testid={`runtime-unhealthy-${r.id}`}>
-                          ⚠ unhealthy
-                        </span>
-                      )}
+                    <th scope="row" data-label="Runtime">
+                      <span>
+                        <code>{r.id}</code>
+                        {r.leader && (
+                          <span
+                            class="badge badge-leader"
+                            data-testid={`runtime-leader-${r.id}`}
+                            title="Leader: runs maintenance and cron"
+                          >
+                            ★ leader
+                          </span>
+                        )}
+                        {bad && (
+                          <span class="badge badge-unhealthy" data-testid={`runtime-unhealthy-${r.id}`}>
+                            ⚠ unhealthy
+                          </span>
+                        )}
+                      </span>
                     </th>
-                    <td>{r.hostname}</td>
-                    <td class="num">{r.pid}</td>
-                    <td>{r.queues.map((q) => <span class="tag" key={q}>{q}</span>)}</td>
-                    <td>{r.ready ? <span class="ok">yes</span> : <strong class="text-danger">no</strong>}</td>
-                    <td>{r.live ? <span class="ok">yes</span> : <strong class="text-danger">no</strong>}</td>
-                    <td>
+                    <td data-label="Host">{r.hostname}</td>
+                    <td class="num" data-label="PID">{r.pid}</td>
+                    <td data-label="Queues">
+                      <span>{r.queues.map((q) => <span class="tag" key={q}>{q}</span>)}</span>
+                    </td>
+                    <td data-label="Ready">
+                      {r.ready ? <span class="ok">yes</span> : <strong class="text-danger">no</strong>}
+                    </td>
+                    <td data-label="Live">
+                      {r.live ? <span class="ok">yes</span> : <strong class="text-danger">no</strong>}
+                    </td>
+                    <td data-label="Started">
                       <RelTime iso={r.started_at} />
                     </td>
-                    <td>
+                    <td data-label="Heartbeat">
                       <RelTime iso={r.heartbeat_at} />
                     </td>
                   </tr>

@@ -19,12 +19,23 @@ export const capabilityRoutes = [
         storage: { type: "string" },
         auth_required: { type: "boolean", description: "the server has a token (--auth-token)" },
         authenticated: { type: "boolean", description: "this request carries it (true without a token)" },
+        default_queue: {
+          type: "string",
+          description: "the queue the UI's enqueue form proposes (svc dev: its dev queue; else default)",
+        },
       },
     },
     errors: [],
-    async handler({ client, readOnly, version, auth, authenticated }) {
+    async handler({ client, readOnly, defaultQueue, version, auth, authenticated }) {
       const s = await client.engine.storageState();
-      return { read_only: readOnly, version, storage: s.engine, auth_required: auth !== null, authenticated };
+      return {
+        read_only: readOnly,
+        version,
+        storage: s.engine,
+        auth_required: auth !== null,
+        authenticated,
+        default_queue: defaultQueue,
+      };
     },
   }),
 ];

@@ -1,6 +1,7 @@
 /**
  * Jobs: list (filters, text search in args, keyset pagination), enqueue, get with callbacks,
- * retry, cancel, and bulk retry/cancel by filter.
+ * retry, cancel, delete (finished jobs, audited in the server log), bulk retry/cancel by filter, and bulk
+ * retry/cancel/delete of named jobs (ids).
  */
 import type { JobFilter } from "../../storage/engine.ts";
 import { callbackToJson, jobToJson } from "../../wire.ts";
@@ -17,6 +18,10 @@ import {
 } from "./route.ts";
 import { queueNameSchema, stateSchema } from "./schemas.ts";
 import { parseRfc3339 } from "../../validation.ts";
+import { jobCoverage } from "../../client/coverage.ts";
+import type { Client } from "../../client/client.ts";
+import type { Job, Logger } from "../../types.ts";
+import { InvalidStateError, JobNotFoundError } from "../../errors.ts";
 
 const idParam: Param = {
   name: "id",
@@ -27,6 +32,25 @@ const idParam: Param = {
 
 const jobBody: Schema = { type: "object", required: ["job"], properties: { job: ref("Job") } };
 
+/** Most ids one bulk request may name (each is one single-job action, one after the other). */
+export const BULK_IDS_MAX = 500;
+
+const idsSchema: Schema = {
+  type: "array",
+  items: { type: "integer", minimum: 1, maximum: Number.MAX_SAFE_INTEGER },
+  minItems: 1,
+  maxItems: BULK_IDS_MAX,
+  uniqueItems: true,
+  description:
+    `these jobs only (at most ${BULK_IDS_MAX}), instead of a filter: each is acted on alone, and ` +
+    "one that is gone or in a state the action does not apply to is listed in skipped",
+};
+
+const dryRunSchema: Schema = {
+  type: "boolean",
+  description: "only count the jobs it would touch (D-16); nothing changes",
+};
+
 const bulkSchema: Schema = {
   type: "object",
   additionalProperties: false,
@@ -34,28 +58,128 @@ const bulkSchema: Schema = {
     state: stateSchema,
     kind: { type: "string", minLength: 1 },
     queue: queueNameSchema,
-    dry_run: { type: "boolean", description: "only count the jobs it would touch (D-16); nothing changes" },
+    ids: idsSchema,
+    dry_run: dryRunSchema,
   },
 };
 
-const countBody: Schema = { type: "object", required: ["count"], properties: { count: { type: "integer" } } };
+const skippedSchema: Schema = {
+  type: "array",
+  description: "with ids: the ids not acted on, each with why (not_found or invalid_state)",
+  items: {
+    type: "object",
+    required: ["id", "code", "error"],
+    properties: {
+      id: { type: "integer" },
+      code: { type: "string", enum: ["not_found", "invalid_state"] },
+      error: { type: "string" },
+    },
+  },
+};
+
+const countBody: Schema = {
+  type: "object",
+  required: ["count"],
+  properties: {
+    count: { type: "integer", description: "jobs acted on (with dry_run: that it would act on)" },
+    skipped: skippedSchema,
+  },
+};
 
 const NON_TERMINAL: readonly JobState[] = JOB_STATES.filter((s) => !TERMINAL_STATES.includes(s));
 
-/** `POST /jobs/bulk-<verb>` with a filter body; a state the action never applies to is a 400. */
-function bulkRoute(verb: "retry" | "cancel", summary: string, allowed: readonly JobState[]): ApiRoute {
+type BulkVerb = "retry" | "cancel" | "delete";
+interface Skipped {
+  id: number;
+  code: "not_found" | "invalid_state";
+  error: string;
+}
+
+/**
+ * A bulk action on named jobs: one single-job action per id, in the order given (bounded by
+ * {@link BULK_IDS_MAX}). A dry run reads each job and counts those in a state the action applies to.
+ */
+async function actOnIds(
+  client: Client,
+  verb: BulkVerb,
+  ids: number[],
+  allowed: readonly JobState[],
+  dryRun: boolean,
+  audit: (job: Job) => void,
+): Promise<{ count: number; skipped: Skipped[] }> {
+  const skipped: Skipped[] = [];
+  let count = 0;
+  for (const id of ids) {
+    if (dryRun) {
+      const job = await client.getJob(id);
+      if (!job) skipped.push({ id, code: "not_found", error: `job ${id} not found` });
+      else if (!allowed.includes(job.state)) {
+        skipped.push({
+          id,
+          code: "invalid_state",
+          error: `job ${id} is ${job.state}: ${verb} does not apply`,
+        });
+      } else count++;
+      continue;
+    }
+    try {
+      if (verb === "retry") await client.retry(id);
+      else if (verb === "cancel") await client.cancel(id);
+      else audit(await client.deleteJob(id));
+      count++;
+    } catch (e) {
+      if (e instanceof JobNotFoundError) skipped.push({ id, code: "not_found", error: e.message });
+      else if (e instanceof InvalidStateError) skipped.push({ id, code: "invalid_state", error: e.message });
+      else throw e;
+    }
+  }
+  return { count, skipped };
+}
+
+/** The audit line of a job deleted through the admin API. */
+function auditDelete(logger: Pick<Logger, "info">, job: Job): void {
+  logger.info(
+    `svc: audit: job ${job.id} deleted through the admin API (kind ${job.kind}, queue ${job.queue}, ` +
+      `${job.state}, attempt ${job.attempt}, created ${job.createdAt.toISOString()})`,
+  );
+}
+
+/**
+ * `POST /jobs/bulk-<verb>`: with `ids`, those jobs one by one; otherwise (retry and cancel) the jobs a
+ * filter matches, in one statement. A state the action never applies to is a 400.
+ */
+function bulkRoute(verb: BulkVerb, summary: string, allowed: readonly JobState[]): ApiRoute {
+  const byFilter = verb !== "delete";
   return route({
     method: "POST",
     path: `/jobs/bulk-${verb}`,
-    operationId: `bulk${verb === "retry" ? "Retry" : "Cancel"}Jobs`,
+    operationId: `bulk${verb[0].toUpperCase()}${verb.slice(1)}Jobs`,
     summary,
     tag: "jobs",
     mutates: true,
-    body: bulkSchema,
+    body: byFilter ? bulkSchema : {
+      type: "object",
+      required: ["ids"],
+      additionalProperties: false,
+      properties: { ids: idsSchema, dry_run: dryRunSchema },
+    },
     response: countBody,
     errors: ["invalid_request"],
-    async handler({ client, body }) {
-      const b = body as { state?: JobState; kind?: string; queue?: string; dry_run?: boolean };
+    async handler({ client, body, logger }) {
+      const b = body as {
+        state?: JobState;
+        kind?: string;
+        queue?: string;
+        ids?: number[];
+        dry_run?: boolean;
+      };
+      const dryRun = b.dry_run === true;
+      if (b.ids !== undefined) {
+        if (b.state !== undefined || b.kind !== undefined || b.queue !== undefined) {
+          throw invalid(`bulk-${verb} takes ids or a filter (state, kind, queue), not both`);
+        }
+        return await actOnIds(client, verb, b.ids, allowed, dryRun, (job) => auditDelete(logger, job));
+      }
       if (b.state !== undefined && !allowed.includes(b.state)) {
         throw invalid(
           `bulk-${verb} applies to jobs that are ${allowed.join(", ")}; state ${b.state} matches none`,
@@ -65,7 +189,7 @@ function bulkRoute(verb: "retry" | "cancel", summary: string, allowed: readonly 
       if (b.state !== undefined) f.state = b.state;
       if (b.kind !== undefined) f.kind = b.kind;
       if (b.queue !== undefined) f.queue = b.queue;
-      const o = { dryRun: b.dry_run === true };
+      const o = { dryRun };
       return { count: await (verb === "retry" ? client.bulkRetry(f, o) : client.bulkCancel(f, o)) };
     },
   });
@@ -211,6 +335,11 @@ export const jobRoutes = [
   }),
   bulkRoute("retry", "Retry every completed, failed or cancelled job matching the filter", TERMINAL_STATES),
   bulkRoute("cancel", "Cancel every unfinished job matching the filter", NON_TERMINAL),
+  bulkRoute(
+    "delete",
+    "Delete the completed, failed or cancelled jobs named by ids (audited)",
+    TERMINAL_STATES,
+  ),
   route({
     method: "GET",
     path: "/jobs/:id",
@@ -222,15 +351,39 @@ export const jobRoutes = [
     response: {
       type: "object",
       required: ["job", "callbacks"],
-      properties: { job: ref("Job"), callbacks: { type: "array", items: ref("Callback") } },
+      properties: {
+        job: ref("Job"),
+        callbacks: { type: "array", items: ref("Callback") },
+        unserved: {
+          type: ["string", "null"],
+          description: "why the job will not run when due (no live runtime serves its queue, or none there " +
+            "has a handler for its kind); null when it will, or when it is not waiting to run",
+        },
+      },
     },
     errors: ["invalid_request", "not_found"],
     async handler({ client, params }) {
       const id = params.id as number;
       const job = await client.getJob(id);
       if (!job) throw notFound(`job ${id} not found`);
-      const callbacks = await client.listCallbacks(id);
-      return { job: jobToJson(job), callbacks: callbacks.map(callbackToJson) };
+      const [callbacks, unserved] = await Promise.all([client.listCallbacks(id), jobCoverage(client, job)]);
+      return { job: jobToJson(job), callbacks: callbacks.map(callbackToJson), unserved };
+    },
+  }),
+  route({
+    method: "DELETE",
+    path: "/jobs/:id",
+    operationId: "deleteJob",
+    summary: "Delete a completed, failed or cancelled job and its callbacks; answers the job as it was",
+    tag: "jobs",
+    mutates: true,
+    params: [idParam],
+    response: jobBody,
+    errors: ["invalid_request", "not_found", "invalid_state"],
+    async handler({ client, params, logger }) {
+      const job = await client.deleteJob(params.id as number);
+      auditDelete(logger, job);
+      return { job: jobToJson(job) };
     },
   }),
   actionRoute({

@@ -30,6 +30,10 @@ export const kindRoutes = [
               counts: ref("StateCounts"),
               completed_1h: { type: "integer", description: "attempts completed in the last hour (samples)" },
               failed_1h: { type: "integer", description: "attempts failed for good in the last hour" },
+              retried_1h: {
+                type: "integer",
+                description: "attempts that failed and were retried, in the last hour",
+              },
               failure_rate: {
                 type: ["number", "null"],
                 description: "failed attempts (retried or not) over finished attempts in the last hour; " +
@@ -64,6 +68,7 @@ export const kindRoutes = [
             counts: counts.get(kind) ?? emptyCounts(),
             completed_1h: s?.completed ?? 0,
             failed_1h: s?.failed ?? 0,
+            retried_1h: s?.retried ?? 0,
             failure_rate: s?.failureRate ?? null,
             run_p50_ms: s?.runP50Ms ?? null,
             run_p95_ms: s?.runP95Ms ?? null,

@@ -1,14 +1,16 @@
 /** Queues: list with counts by state, pause, resume. */
 import type { Client } from "../../client/client.ts";
 import { queueToJson } from "../../wire.ts";
+import { queuesWithCoverage } from "../../client/coverage.ts";
 import { actionRoute, type ApiRoute, type Param, ref, route, type RouteContext } from "./route.ts";
 import { queueNameSchema } from "./schemas.ts";
 
 const nameParam: Param = { name: "name", in: "path", description: "queue name", schema: queueNameSchema };
 
 async function oneQueue(client: Client, name: string): Promise<Record<string, unknown>> {
-  const q = (await client.listQueues()).find((x) => x.name === name);
-  return { queue: queueToJson(q!) };
+  const { queues, byName } = await queuesWithCoverage(client);
+  const q = queues.find((x) => x.name === name);
+  return { queue: queueToJson(q!, byName.get(name)) };
 }
 
 const queueBody = { type: "object" as const, required: ["queue"], properties: { queue: ref("Queue") } };
@@ -63,11 +65,14 @@ export const queueRoutes = [
     response: {
       type: "object",
       required: ["queues"],
-      properties: { queues: { type: "array", items: ref("Queue") } },
+      properties: {
+        queues: { type: "array", items: ref("Queue") },
+      },
     },
     errors: [],
     async handler({ client }) {
-      return { queues: (await client.listQueues()).map(queueToJson) };
+      const { queues, byName } = await queuesWithCoverage(client);
+      return { queues: queues.map((q) => queueToJson(q, byName.get(q.name))) };
     },
   }),
   pauseResumeRoute(

@@ -7,7 +7,8 @@ import type { Client } from "../../client/client.ts";
 import type { CallbackRouter } from "../callback_router.ts";
 import type { TokenAuth } from "../auth.ts";
 import { HttpError } from "../errors.ts";
-import { parseJsonInput, parseRfc3339, textProblem } from "../../validation.ts";
+import { readBoundedBody } from "../body.ts";
+import { parseJsonInput, parseRfc3339, textProblem, utf8Text } from "../../validation.ts";
 
 /** The subset of JSON Schema the routes use (enough for validation and for OpenAPI 3.1). */
 export interface Schema {
@@ -24,6 +25,9 @@ export interface Schema {
   required?: readonly string[];
   additionalProperties?: boolean | Schema;
   items?: Schema;
+  minItems?: number;
+  maxItems?: number;
+  uniqueItems?: boolean;
   $ref?: string;
   default?: unknown;
   oneOf?: Schema[];
@@ -44,6 +48,8 @@ export interface RouteContext {
   /** The callback receiver (the same router as `svc callbacks serve`). */
   callbacks: CallbackRouter;
   readOnly: boolean;
+  /** The queue the UI's enqueue form proposes (`AdminServerOptions.defaultQueue`). */
+  defaultQueue: string;
   version: string;
   req: Request;
   params: Record<string, string | number>;
@@ -56,6 +62,8 @@ export interface RouteContext {
   authenticated: boolean;
   /** Headers added to the handler's answer (Set-Cookie of the login routes). */
   responseHeaders: Headers;
+  /** The server's log (audit lines of destructive changes). */
+  logger: { info(line: string): void };
 }
 
 /** The error codes a route can answer with, beside `internal` (documented in OpenAPI). */
@@ -79,7 +87,7 @@ export type ErrorCode =
 
 /** One admin API route. */
 export interface ApiRoute {
-  method: "GET" | "POST";
+  method: "GET" | "POST" | "DELETE";
   /** Path under `/api`, with `:name` parameters (e.g. `/jobs/:id/retry`). */
   path: string;
   /** OpenAPI operation id. */
@@ -244,7 +252,18 @@ export function checkValue(at: string, v: unknown, s: Schema): void {
       throw invalid(`${at} must be an RFC 3339 time such as 2026-12-01T09:00:00Z, got ${JSON.stringify(v)}`);
     }
   }
-  if (Array.isArray(v) && s.items) v.forEach((x, i) => checkValue(`${at}[${i}]`, x, s.items!));
+  if (Array.isArray(v)) {
+    if (s.minItems !== undefined && v.length < s.minItems) {
+      throw invalid(`${at} must have at least ${s.minItems} item${s.minItems === 1 ? "" : "s"}`);
+    }
+    if (s.maxItems !== undefined && v.length > s.maxItems) {
+      throw invalid(`${at} must have at most ${s.maxItems} items, got ${v.length}`);
+    }
+    if (s.items) v.forEach((x, i) => checkValue(`${at}[${i}]`, x, s.items!));
+    if (s.uniqueItems && new Set(v.map((x) => JSON.stringify(x))).size !== v.length) {
+      throw invalid(`${at} must not repeat an item`);
+    }
+  }
   if (typeMatches("object", v) && s.properties) {
     const o = v as Record<string, unknown>;
     for (const k of s.required ?? []) if (o[k] === undefined) throw invalid(`${at}.${k} is required`);
@@ -267,14 +286,13 @@ function article(t: string): string {
 export const MAX_BODY_BYTES = 1024 * 1024;
 
 /**
- * Reads a JSON object body. An empty body counts as `{}`. JSON that PostgreSQL cannot store or that a
- * double would change is refused (`src/validation.ts`).
+ * Reads a JSON object body: 413 `payload_too_large` beyond `MAX_BODY_BYTES` (bytes counted as they
+ * arrive), 400 `invalid_request` for bytes that are not UTF-8. An empty body counts as `{}`. JSON that
+ * PostgreSQL cannot store or that a double would change is refused (`src/validation.ts`).
  */
 export async function readJsonObject(req: Request): Promise<Record<string, unknown>> {
-  const declared = Number(req.headers.get("content-length") ?? "0");
-  if (declared > MAX_BODY_BYTES) throw invalid(`request body is larger than ${MAX_BODY_BYTES} bytes`);
-  const text = await req.text();
-  if (text.length > MAX_BODY_BYTES) throw invalid(`request body is larger than ${MAX_BODY_BYTES} bytes`);
+  const text = utf8Text(await readBoundedBody(req, MAX_BODY_BYTES));
+  if (text === null) throw invalid("request body is not UTF-8 text: send JSON encoded as UTF-8");
   if (text.trim() === "") return {};
   const parsed = parseJsonInput(text, { envelope: true });
   if (!parsed.ok) {

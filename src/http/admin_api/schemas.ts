@@ -48,7 +48,17 @@ export const SCHEMAS: Record<string, Schema> = {
   JobError: {
     type: "object",
     required: ["attempt", "at", "error"],
-    properties: { attempt: int, at: time, error: { type: "string" }, terminal: { type: "boolean" } },
+    properties: {
+      attempt: int,
+      at: time,
+      error: { type: "string", description: "the error's message" },
+      terminal: { type: "boolean" },
+      stack: {
+        type: "string",
+        description:
+          "at most 8 KB: the handler's stack, an HTTP function's status and answer, or a rescue's reason",
+      },
+    },
   },
   Job: {
     type: "object",
@@ -84,6 +94,13 @@ export const SCHEMAS: Record<string, Schema> = {
         type: "boolean",
         description: "set on enqueue when a unique job with the key already existed",
       },
+      progress: {
+        type: "object",
+        required: ["value", "at"],
+        properties: { value: { description: "any JSON, at most 4 KB serialized" }, at: time },
+        description:
+          "present when the handler of the latest attempt reported progress (ctx.progress): the latest value and when it was written",
+      },
     },
   },
   Callback: {
@@ -116,6 +133,15 @@ export const SCHEMAS: Record<string, Schema> = {
         description: "states whose count is a lower bound",
       },
       oldest_available_age_seconds: { type: ["number", "null"] },
+      live_runtimes: {
+        type: "integer",
+        description: "live runtimes that serve the queue",
+      },
+      unhandled_kinds: {
+        type: "array",
+        items: { type: "string" },
+        description: "kinds with available jobs here that none of those runtimes has a handler for",
+      },
     },
   },
   Cron: {
@@ -165,6 +191,39 @@ export const SCHEMAS: Record<string, Schema> = {
         description: "the rescue window it reported: an attempt without a heartbeat for longer is rescued",
       },
       in_flight: { type: ["integer", "null"], description: "attempts it was running at its last heartbeat" },
+      held: {
+        type: ["integer", "null"],
+        description:
+          "jobs it held claimed and not started (prefetched; their state is running) at its last " +
+          "heartbeat; null for processes that do not report them",
+      },
+      held_jobs: {
+        type: "array",
+        items: { type: "integer" },
+        description: "ids of those held jobs (at most 500)",
+      },
+      stuck_handlers: {
+        type: "array",
+        description:
+          "handlers aborted (cancel, deadline, shutdown) that had not returned within the stuck grace " +
+          "at its last heartbeat; each keeps its slot until it returns",
+        items: {
+          type: "object",
+          properties: {
+            job_id: { type: "integer" },
+            lease: { type: "integer" },
+            kind: { type: "string" },
+            queue: { type: "string" },
+            reason: { type: "string", enum: ["cancelled", "deadline", "shutdown"] },
+            aborted_at: time,
+          },
+        },
+      },
+      kinds: {
+        type: ["array", "null"],
+        items: { type: "string" },
+        description: "the kinds it has a handler for; null for a process that does not report them",
+      },
     },
   },
 };

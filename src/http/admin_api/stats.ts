@@ -1,4 +1,5 @@
 /** Stats for the dashboard: counts by state, per queue, and completions/failures per minute. */
+import { queuesWithCoverage } from "../../client/coverage.ts";
 import { JOB_STATES, type JobState, type QueueInfo } from "../../types.ts";
 import { ref, route } from "./route.ts";
 import { queueToJson } from "../../wire.ts";
@@ -37,6 +38,20 @@ export const statsRoutes = [
           description: "states whose count is a lower bound (counting them exactly would read a large table)",
         },
         queues: { type: "array", items: ref("Queue") },
+        unserved: {
+          type: "array",
+          description: "queues whose available jobs no live runtime will run: none serves the queue " +
+            "(live_runtimes 0), or none of those serving it has a handler for unhandled_kinds",
+          items: {
+            type: "object",
+            properties: {
+              queue: { type: "string" },
+              available: { type: "integer" },
+              live_runtimes: { type: "integer" },
+              unhandled_kinds: { type: "array", items: { type: "string" } },
+            },
+          },
+        },
         throughput: {
           type: "array",
           description: "one entry per minute, oldest first, the current minute last",
@@ -53,13 +68,21 @@ export const statsRoutes = [
     },
     errors: [],
     async handler({ client }) {
-      const [queues, points] = await Promise.all([
-        client.listQueues(),
+      const [{ queues, coverage, byName }, points] = await Promise.all([
+        queuesWithCoverage(client),
         client.engine.throughput(THROUGHPUT_MINUTES),
       ]);
       return {
         ...sumCounts(queues),
-        queues: queues.map(queueToJson),
+        queues: queues.map((q) => queueToJson(q, byName.get(q.name))),
+        unserved: coverage
+          .filter((c) => c.available > 0 && (c.liveRuntimes === 0 || c.unhandledKinds.length > 0))
+          .map((c) => ({
+            queue: c.queue,
+            available: c.available,
+            live_runtimes: c.liveRuntimes,
+            unhandled_kinds: c.unhandledKinds,
+          })),
         throughput: points.map((p) => ({
           minute: new Date(p.minute).toISOString(),
           completed: p.completed,

@@ -1,8 +1,11 @@
-/** Bulk admin changes by filter on the jobs table: cancel and retry (or count them: dry run). */
+/** Admin changes on the jobs table: bulk cancel and retry by filter (or count them: dry run), delete. */
 import type { Db } from "../../db/connection.ts";
 import type { SchemaNames } from "../../db/names.ts";
 import { JOB_STATES, TERMINAL_STATES } from "../../types.ts";
 import { ValidationError } from "../../errors.ts";
+import type { Job } from "../../types.ts";
+import { rowToJob } from "../job_row.ts";
+import { notDeletable } from "../shared/delete.ts";
 import type { JobFilter } from "../engine.ts";
 
 const TERMINAL = `(${TERMINAL_STATES.map((s) => `'${s}'`).join(", ")})`;
@@ -70,4 +73,14 @@ export async function bulkRetry(db: Db, n: SchemaNames, f: JobFilter, dryRun = f
     params,
   );
   return Number(rows[0].n);
+}
+
+/** Deletes a finished job; its callbacks go with it (foreign key, on delete cascade). */
+export async function deleteJob(db: Db, n: SchemaNames, id: number): Promise<Job> {
+  const rows = await db.query(`delete from ${n.q}.jobs where id = $1 and state in ${TERMINAL} returning *`, [
+    id,
+  ]);
+  if (rows.length) return rowToJob(rows[0]);
+  const [r] = await db.query(`select state from ${n.q}.jobs where id = $1`, [id]);
+  throw notDeletable(id, r?.state ?? null);
 }

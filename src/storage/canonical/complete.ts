@@ -14,12 +14,14 @@ import { type Completion, completionsJson } from "../engine.ts";
  * completion got slower with every job processed.
  */
 export function completionSql(n: SchemaNames, deleteRows: boolean): string {
-  const input = `json_to_recordset($1::text::json) as u(id bigint, lease integer, result json)`;
+  const input =
+    `json_to_recordset($1::text::json) as u(id bigint, lease integer, started_at timestamptz, result json)`;
   const match = `j.id = any($2::bigint[]) and j.state = 'running' and j.id = u.id and j.lease = u.lease`;
   return deleteRows
     ? `delete from ${n.q}.jobs j using ${input} where ${match} returning j.id`
     : `update ${n.q}.jobs j
-          set state = 'completed', result = u.result::jsonb, finalized_at = now(), heartbeat_at = null, deadline_at = null
+          set state = 'completed', result = u.result::jsonb, finalized_at = now(), heartbeat_at = null, deadline_at = null,
+              attempted_at = coalesce(u.started_at, j.attempted_at)
          from ${input}
         where ${match} returning j.id`;
 }

@@ -8,6 +8,7 @@ import type { Db } from "../../db/connection.ts";
 import type { SchemaNames } from "../../db/names.ts";
 import type { Job, JobPage, ListJobsOptions, QueueInfo, RuntimeInfo } from "../../types.ts";
 import type {
+  AbandonedAttemptReport,
   AttemptRef,
   CallbackRecord,
   CallbackResolution,
@@ -34,8 +35,8 @@ import { enqueueJobs } from "../shared/enqueue.ts";
 import { DEPTH_CAP, readDepths, readKindMinute, SampleStore } from "../shared/samples.ts";
 import { claimJobs } from "./claim.ts";
 import { completeJobs } from "./complete.ts";
-import { failJob, giveBack, heartbeatJobs, parkJobs, recordStarts, snoozeJob } from "./outcomes.ts";
-import { bulkCancel, bulkRetry } from "./admin.ts";
+import { failJob, giveBack, heartbeatJobs, parkJobs, snoozeJob } from "./outcomes.ts";
+import { bulkCancel, bulkRetry, deleteJob } from "./admin.ts";
 import { countByKind, queueStats, throughput } from "./stats.ts";
 import {
   cleanupFinished,
@@ -53,7 +54,7 @@ import {
   resolveCallbacks,
   type ResolveRequest,
 } from "../shared/callbacks.ts";
-import { deleteRuntime, listRuntimes, upsertRuntime } from "../shared/runtimes.ts";
+import { abandonedAttempts, deleteRuntime, listRuntimes, upsertRuntime } from "../shared/runtimes.ts";
 import { cancelJob, getJob, listJobs, retryJob, runningJobs } from "../shared/sql_api.ts";
 import { readStorageState } from "../shared/state.ts";
 import { CronStore } from "../shared/cron.ts";
@@ -95,14 +96,14 @@ export class CanonicalEngine implements StorageEngine {
   claim(req: ClaimRequest): Promise<Job[]> {
     return claimJobs(this.db, this.n, req);
   }
-  recordStarts(items: AttemptRef[]): Promise<number[]> {
-    return recordStarts(this.db, this.n, items);
-  }
   giveBack(items: AttemptRef[]): Promise<number[]> {
     return giveBack(this.db, this.n, items);
   }
   complete(items: Completion[], keep: boolean): Promise<number[]> {
     return completeJobs(this.db, this.n, items, !keep);
+  }
+  async completeIn(db: Db, item: Completion, keep: boolean): Promise<boolean> {
+    return (await completeJobs(db, this.n, [item], !keep)).length === 1;
   }
   fail(item: Failure): Promise<Job | null> {
     return failJob(this.db, this.n, item);
@@ -130,6 +131,9 @@ export class CanonicalEngine implements StorageEngine {
   }
   retry(id: number): Promise<Job> {
     return retryJob(this.db, this.n, id);
+  }
+  deleteJob(id: number): Promise<Job> {
+    return deleteJob(this.db, this.n, id);
   }
   bulkCancel(filter: JobFilter, opts: { dryRun?: boolean } = {}): Promise<number> {
     return bulkCancel(this.db, this.n, filter, opts.dryRun);
@@ -200,6 +204,9 @@ export class CanonicalEngine implements StorageEngine {
   }
   maintainRing(): Promise<RingReport> {
     return Promise.resolve({ rotated: null, pruned: {}, moved: 0 });
+  }
+  abandonedAttempts(): Promise<AbandonedAttemptReport[]> {
+    return abandonedAttempts(this.db, this.n);
   }
   upsertRuntime(r: RuntimeReport): Promise<void> {
     return upsertRuntime(this.db, this.n, r);

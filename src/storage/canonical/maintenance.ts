@@ -33,15 +33,15 @@ export async function promoteDue(db: Db, n: SchemaNames): Promise<number> {
 export const DEADLINE_GRACE_MS = 2_000;
 
 /**
- * Rescues running attempts whose heartbeat is stale or whose hard deadline passed (plus the grace): a
- * prefetched attempt that never started (no `attempted_at`) goes back to `available` without
- * consuming its attempt; any other fails through `canonical_fail_attempt` with the policy stored at
- * claim (retryable after the stored delay, or failed when it was the last attempt).
+ * Rescues running attempts whose heartbeat is stale or whose hard deadline passed (plus the grace): each
+ * fails through `canonical_fail_attempt` with the policy stored at claim (retryable after the stored
+ * delay, or failed when it was the last attempt). A held (prefetched) attempt counts too: its attempt
+ * was consumed at claim, so a job that kills its worker still runs out of attempts.
  */
 export async function rescueStale(db: Db, n: SchemaNames, rescueAfterMs: number): Promise<MaintainedJob[]> {
   const rows = await db.query(
     `with stale as (
-       select id, lease, kind, attempted_at is null as unstarted,
+       select id, lease, kind,
               case when deadline_at < now() - $3::bigint * interval '1 millisecond' then 'deadline exceeded'
                    else 'heartbeat stale: worker presumed dead' end as reason
          from ${n.q}.jobs
@@ -51,10 +51,7 @@ export async function rescueStale(db: Db, n: SchemaNames, rescueAfterMs: number)
         limit $2 for update skip locked),
      done as (
        select s.id, s.kind, s.reason,
-              case when s.unstarted
-                   then case when ${n.q}.canonical_give_back(s.id, s.lease) then 'available' end
-                   else (${n.q}.canonical_fail_attempt(s.id, s.lease, 'rescued: ' || s.reason, false)).state::text
-              end as state
+              (${n.q}.canonical_fail_attempt(s.id, s.lease, 'rescued: ' || s.reason, false)).state::text as state
          from stale s)
      select done.*, pg_notify($4, done.id::text)::text as notified from done where done.state is not null`,
     [rescueAfterMs, BATCH, DEADLINE_GRACE_MS, n.abortChannel],

@@ -8,12 +8,13 @@ import type { SchemaNames } from "../../db/names.ts";
 import type { Job } from "../../types.ts";
 import type { AttemptRef, Failure, ParkRequest } from "../engine.ts";
 import { rowToJob } from "../job_row.ts";
+import { storedErrorText } from "../../job_errors.ts";
 
 export async function failJob(db: Db, n: SchemaNames, f: Failure): Promise<Job | null> {
   const rows = await db.query(`select * from ${n.q}.canonical_fail_attempt($1, $2, $3, $4, $5)`, [
     f.id,
     f.lease,
-    f.error,
+    storedErrorText(f.error, f.stack),
     f.terminal,
     f.retryDelayMs === undefined ? null : Math.max(0, Math.round(f.retryDelayMs)),
   ]);
@@ -75,23 +76,7 @@ export async function heartbeatJobs(db: Db, n: SchemaNames, items: AttemptRef[])
   );
 }
 
-/** Prefetched attempts whose handler starts now: `attempted_at` is their start record. */
-export async function recordStarts(db: Db, n: SchemaNames, items: AttemptRef[]): Promise<number[]> {
-  if (items.length === 0) return [];
-  const rows = await db.query(
-    `with async_commit as (select set_config('synchronous_commit', 'off', true) as v)
-     update ${n.q}.jobs j set attempted_at = now(), heartbeat_at = now()
-       from json_to_recordset($1::text::json) as u(id bigint, lease integer)
-      where (select v from async_commit) = 'off'
-        and j.id = any($2::bigint[]) and j.state = 'running' and j.id = u.id and j.lease = u.lease
-        and j.attempted_at is null
-      returning j.id`,
-    [JSON.stringify(items), items.map((i) => i.id)],
-  );
-  return rows.map((r) => Number(r.id));
-}
-
-/** Prefetched attempts that never started go back to `available`, their attempt not consumed. */
+/** Held (prefetched) attempts that never started go back to `available`: attempt refunded, run_at kept. */
 export async function giveBack(db: Db, n: SchemaNames, items: AttemptRef[]): Promise<number[]> {
   if (items.length === 0) return [];
   const rows = await db.query(

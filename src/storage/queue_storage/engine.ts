@@ -14,8 +14,12 @@
 import type { Db, Row } from "../../db/connection.ts";
 import type { QsNames, SchemaNames } from "../../db/names.ts";
 import type { Job, JobPage, JobState, ListJobsOptions, QueueInfo, RuntimeInfo } from "../../types.ts";
-import { JOB_STATES } from "../../types.ts";
+import { JOB_STATES, TERMINAL_STATES } from "../../types.ts";
+import { jobFromJson } from "../../wire.ts";
+import { notDeletable } from "../shared/delete.ts";
+import { readJobErrors, storedErrorText } from "../../job_errors.ts";
 import {
+  type AbandonedAttemptReport,
   type AttemptRef,
   type CallbackRecord,
   type CallbackResolution,
@@ -52,7 +56,7 @@ import {
   resolveCallbacks,
   type ResolveRequest,
 } from "../shared/callbacks.ts";
-import { deleteRuntime, listRuntimes, upsertRuntime } from "../shared/runtimes.ts";
+import { abandonedAttempts, deleteRuntime, listRuntimes, upsertRuntime } from "../shared/runtimes.ts";
 import { cancelJob, getJob, listJobs, retryJob, runningJobs } from "../shared/sql_api.ts";
 import { readStorageState } from "../shared/state.ts";
 import { CronStore } from "../shared/cron.ts";
@@ -65,6 +69,7 @@ import { Batcher } from "../../db/batcher.ts";
  */
 interface Locator {
   slot: number;
+  claim: number;
   unique_key?: string;
 }
 
@@ -84,6 +89,15 @@ const PRUNE_LOCK_WAIT_MS = 50;
 const UNKNOWN_SWEEP_MS = 60_000;
 /** How often the leader creates and drops history partitions. */
 const HISTORY_EVERY_MS = 60_000;
+
+/**
+ * The ring's rotation interval: the recorded one, or longer when the completed retention needs it.
+ * Completed jobs stay in their slot until the retention has passed since it was sealed, so the slots
+ * but the current one and one spare must cover the retention: slots - 2 intervals of at least retention.
+ */
+export function rotationIntervalMs(sizing: QsSizing, completedRetentionMs: number): number {
+  return Math.max(sizing.rotationMs, Math.ceil(completedRetentionMs / Math.max(1, sizing.slots - 2)));
+}
 
 /** The width of a history partition for a retention: a quarter of it, from 15 minutes to a day. */
 export function historyWidthMs(retentionMs: number): number {
@@ -121,9 +135,10 @@ export class QueueStorageEngine implements StorageEngine {
       resolveBatch: `${this.q}.resolve_callbacks`,
     };
     this.parks = new Batcher(async (items) => {
-      const rows = await db.query(`select ${this.q}.park($1::text::jsonb) as id`, [
-        JSON.stringify(items.map((p) => ({ ...this.ref(p), callback_id: p.callbackId }))),
-      ]);
+      const json = JSON.stringify(items.map((p) => ({ ...this.ref(p), callback_id: p.callbackId })));
+      // Parked or not, the worker writes nothing more for these attempts (a callback resolves them).
+      items.forEach((p) => this.forget(p));
+      const rows = await db.query(`select ${this.q}.park($1::text::jsonb) as id`, [json]);
       const parked = new Set(rows.map((r) => Number(r.id)));
       return items.map((p) => parked.has(p.id));
     });
@@ -137,6 +152,14 @@ export class QueueStorageEngine implements StorageEngine {
 
   private forget(a: AttemptRef): void {
     this.locators.delete(`${a.id}:${a.lease}`);
+  }
+
+  forgetAttempt(a: AttemptRef): void {
+    this.forget(a);
+  }
+
+  trackedAttempts(): number {
+    return this.locators.size;
   }
 
   enqueue(db: Db, jobs: NewJob[]): Promise<Job[]> {
@@ -158,34 +181,26 @@ export class QueueStorageEngine implements StorageEngine {
     );
     return rows.map((r) => {
       const job = claimedJob(r);
-      this.locators.set(
-        `${job.id}:${job.lease}`,
-        r.unique_key === null ? { slot: Number(r.slot) } : { slot: Number(r.slot), unique_key: r.unique_key },
-      );
+      const loc: Locator = { slot: Number(r.slot), claim: Number(r.claim_id) };
+      if (r.unique_key !== null) loc.unique_key = r.unique_key;
+      this.locators.set(`${job.id}:${job.lease}`, loc);
       return job;
     });
-  }
-
-  async recordStarts(items: AttemptRef[]): Promise<number[]> {
-    if (items.length === 0) return [];
-    const rows = await this.db.query(
-      `select r.id from (select set_config('synchronous_commit', 'off', true) as v) a,
-              lateral ${this.q}.record_starts($1::text::jsonb) as r(id) where a.v = 'off'`,
-      [
-        JSON.stringify(items.map((i) => this.ref(i))),
-      ],
-    );
-    return rows.map((r) => Number(r.id));
   }
 
   /** Runs `close_attempts` for items with one action each; returns {job id: new state}. */
   private async close(items: (AttemptRef & Record<string, unknown>)[]): Promise<Map<number, JobState>> {
     if (items.length === 0) return new Map();
-    const rows = await this.db.query(`select * from ${this.q}.close_attempts($1::text::jsonb)`, [
-      JSON.stringify(items.map((it, ord) => ({ ...it, ...this.ref(it), ord }))),
-    ]);
-    items.forEach((it) => this.forget(it));
-    return new Map(rows.map((r) => [Number(r.job_id), r.state as JobState]));
+    const json = JSON.stringify(items.map((it, ord) => {
+      const loc = this.locators.get(`${it.id}:${it.lease}`);
+      return { ...it, id: it.id, lease: it.lease, slot: loc?.slot, ord };
+    }));
+    try {
+      const rows = await this.db.query(`select * from ${this.q}.close_attempts($1::text::jsonb)`, [json]);
+      return new Map(rows.map((r) => [Number(r.job_id), r.state as JobState]));
+    } finally {
+      items.forEach((it) => this.forget(it));
+    }
   }
 
   async giveBack(items: AttemptRef[]): Promise<number[]> {
@@ -199,19 +214,35 @@ export class QueueStorageEngine implements StorageEngine {
       const loc = this.locators.get(`${c.id}:${c.lease}`);
       if (!loc) return "";
       return loc.unique_key === undefined
-        ? `,"slot":${loc.slot}`
-        : `,"slot":${loc.slot},"unique_key":${JSON.stringify(loc.unique_key)}`;
+        ? `,"slot":${loc.slot},"claim":${loc.claim}`
+        : `,"slot":${loc.slot},"claim":${loc.claim},"unique_key":${JSON.stringify(loc.unique_key)}`;
     });
   }
 
   async complete(items: Completion[], keep: boolean): Promise<number[]> {
     if (items.length === 0) return [];
-    const rows = await this.db.query(`select ${this.q}.complete($1::text::jsonb, $2) as id`, [
-      this.completionItems(items),
-      keep,
-    ]);
-    items.forEach((c) => this.forget(c));
-    return rows.map((r) => Number(r.id));
+    return await this.completeVia(this.db, items, keep);
+  }
+
+  /**
+   * The same function in the caller's transaction: under READ COMMITTED it takes the claim batch's lock and
+   * checks in a new statement; under REPEATABLE READ or SERIALIZABLE it closes through a per-attempt
+   * closed row, whose primary key makes a closure the snapshot cannot see a serialization failure.
+   */
+  async completeIn(db: Db, item: Completion, keep: boolean): Promise<boolean> {
+    return (await this.completeVia(db, [item], keep)).length === 1;
+  }
+
+  private async completeVia(db: Db, items: Completion[], keep: boolean): Promise<number[]> {
+    try {
+      const rows = await db.query(`select ${this.q}.complete($1::text::jsonb, $2) as id`, [
+        this.completionItems(items),
+        keep,
+      ]);
+      return rows.map((r) => Number(r.id));
+    } finally {
+      items.forEach((c) => this.forget(c));
+    }
   }
 
   async fail(f: Failure): Promise<Job | null> {
@@ -219,7 +250,8 @@ export class QueueStorageEngine implements StorageEngine {
       id: f.id,
       lease: f.lease,
       action: "fail",
-      error: f.error,
+      error: storedErrorText(f.error, f.stack),
+      started_at: f.startedAt?.toISOString(),
       terminal: f.terminal,
       delay_ms: f.retryDelayMs === undefined ? null : Math.max(0, Math.round(f.retryDelayMs)),
     }]);
@@ -264,6 +296,30 @@ export class QueueStorageEngine implements StorageEngine {
   }
   retry(id: number): Promise<Job> {
     return retryJob(this.db, this.n, id);
+  }
+  /**
+   * Deletes a finished job, under the job's lock that retry takes: its history rows, callbacks and unique
+   * key go, and a `deleted` row hides it from every read; its ring rows stay (the slot's counts of claimed
+   * and ended jobs must hold) and go with their slot's TRUNCATE.
+   */
+  deleteJob(id: number): Promise<Job> {
+    return this.db.begin(async (tx) => {
+      await tx.query(`select pg_advisory_xact_lock(hashtextextended($1 || ':job:' || $2, 0))`, [
+        this.qs.schema,
+        id,
+      ]);
+      const [r] = await tx.query(`select ${this.q}.get_job($1) as j`, [id]);
+      const job = r?.j ? jobFromJson(r.j) : null;
+      if (!job || !TERMINAL_STATES.includes(job.state)) throw notDeletable(id, job?.state ?? null);
+      await tx.query(
+        `with h as (delete from ${this.q}.history where job_id = $1),
+              d as (insert into ${this.q}.deleted (job_id) values ($1) on conflict do nothing),
+              cb as (delete from ${this.q}.callbacks where job_id = $1)
+         delete from ${this.q}.unique_keys where job_id = $1`,
+        [id],
+      );
+      return job;
+    });
   }
 
   private async bulk(filter: JobFilter, action: "cancel" | "retry", dryRun: boolean): Promise<number> {
@@ -428,6 +484,12 @@ export class QueueStorageEngine implements StorageEngine {
       retention.failed,
       PRUNE_LOCK_WAIT_MS,
     ]);
+    // Tombstones of deleted jobs whose rows are all gone.
+    await this.db.query(
+      `delete from ${this.q}.deleted x
+        where not exists (select 1 from ${this.q}.ready r where r.job_id = x.job_id)
+          and not exists (select 1 from ${this.q}.history h where h.job_id = x.job_id)`,
+    );
     // Callbacks of jobs that finished long ago: the longer retention keeps them as long as their job.
     await this.db.query(
       `delete from ${this.q}.callbacks where state <> 'pending'
@@ -438,13 +500,15 @@ export class QueueStorageEngine implements StorageEngine {
   }
 
   async refreshStatistics(): Promise<boolean> {
-    // Heap tables only: ring partitions are reclaimed by TRUNCATE and read by primary key.
+    // Every table of the schema, ring partitions and history ranges included (admin reads plan on their
+    // statistics; autovacuum may be off): those never analyzed, and those changed by more than twice their
+    // size (at least 1,000 rows) since.
     const rows = await this.db.query(
       `select c.oid::regclass::text as rel
          from pg_class c join pg_namespace ns on ns.oid = c.relnamespace
          left join pg_stat_user_tables s on s.relid = c.oid
-        where ns.nspname = $1 and c.relkind = 'r' and c.relname in ('deferred', 'parked', 'callbacks', 'unique_keys')
-          and coalesce(s.n_mod_since_analyze, 0) > greatest(1000, 2 * c.reltuples)`,
+        where ns.nspname = $1 and c.relkind = 'r'
+          and coalesce(s.n_mod_since_analyze, 0) > greatest(1000, 2 * greatest(c.reltuples, 0))`,
       [this.qs.schema],
     );
     let analyzed = false;
@@ -462,9 +526,20 @@ export class QueueStorageEngine implements StorageEngine {
     return analyzed;
   }
 
+  /**
+   * How long a claim can stay in the ring before its slot is needed again: the slots but the current one
+   * and a spare, times the rotation interval for this completed retention. An orphaned attempt (a killed
+   * worker's) pins its slot until it is rescued, so this should be well above `rescueAfter`.
+   */
+  ringSpanMs(completedRetentionMs: number): number {
+    return Math.max(1, this.sizing.slots - 2) * rotationIntervalMs(this.sizing, completedRetentionMs);
+  }
+
   async maintainRing(retention: Retention, parkAfterMs: number): Promise<RingReport> {
     const report: RingReport = { rotated: null, pruned: {}, moved: 0 };
-    const [rot] = await this.db.query(`select ${this.q}.rotate($1) as slot`, [this.sizing.rotationMs]);
+    const [rot] = await this.db.query(`select ${this.q}.rotate($1) as slot`, [
+      rotationIntervalMs(this.sizing, retention.completed),
+    ]);
     report.rotated = rot.slot === null ? null : Number(rot.slot);
     // Sealed slots, oldest generation first.
     const slots = await this.db.query(
@@ -483,14 +558,13 @@ export class QueueStorageEngine implements StorageEngine {
       report.moved += Number(
         (await this.db.query(`select ${this.q}.move_long_attempts($1, $2) as n`, [slot, parkAfterMs]))[0].n,
       );
-      // Completions kept in the slot go to history in their own transaction, without the slot's
-      // exclusive locks, so that the prune below only truncates.
-      const [a] = await this.db.query(`select ${this.q}.archive_slot($1) as n`, [slot]);
-      if (a.n !== null) report.archived = (report.archived ?? 0) + Number(a.n);
-      const [p] = await this.db.query(`select ${this.q}.prune($1, $2, $3) as outcome`, [
+      // Completed jobs stay readable in their slot: it is reclaimed once the completed retention has
+      // passed since it was sealed.
+      const [p] = await this.db.query(`select ${this.q}.prune($1, $2, $3, $4) as outcome`, [
         slot,
         PRUNE_LOCK_WAIT_MS,
         forward,
+        Math.max(0, Math.round(retention.completed)),
       ]);
       if (p.outcome !== "empty") report.pruned[String(slot)] = p.outcome;
     }
@@ -507,6 +581,9 @@ export class QueueStorageEngine implements StorageEngine {
     return report;
   }
 
+  abandonedAttempts(): Promise<AbandonedAttemptReport[]> {
+    return abandonedAttempts(this.db, this.n);
+  }
   upsertRuntime(r: RuntimeReport): Promise<void> {
     return upsertRuntime(this.db, this.n, r);
   }
@@ -539,7 +616,7 @@ function claimedJob(r: Row): Job {
     finalizedAt: null,
     heartbeatAt: r.claimed_at,
     deadlineAt: r.deadline_at ?? null,
-    errors: r.errors ?? [],
+    errors: readJobErrors(r.errors),
     tags: r.tags ?? [],
     metadata: r.metadata ?? {},
     result: null,

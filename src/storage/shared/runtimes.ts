@@ -4,15 +4,28 @@
  */
 import type { Db } from "../../db/connection.ts";
 import type { SchemaNames } from "../../db/names.ts";
-import type { RuntimeInfo } from "../../types.ts";
-import type { RuntimeReport } from "../engine.ts";
+import type { RuntimeInfo, StuckHandlerInfo } from "../../types.ts";
+import type { AbandonedAttemptReport, RuntimeReport } from "../engine.ts";
 
+/**
+ * Writes a runtime's row. A row that still says `leader` but whose runtime no longer holds the term (a
+ * leader killed before it could say so) is set right by the next heartbeat of any runtime: `leader` is
+ * true only on the current holder's row (and only while that runtime reports it). Normally no row matches,
+ * so this costs no write.
+ */
 export async function upsertRuntime(db: Db, n: SchemaNames, r: RuntimeReport): Promise<void> {
   await db.query(
-    `insert into ${n.q}.runtimes (id, hostname, pid, queues, engines, ready, leader, health)
-     values ($1, $2, $3, $4::text[], coalesce($5::text[], '{canonical}'), $6, $7, $8::text::jsonb)
-     on conflict (id) do update set queues = excluded.queues, engines = excluded.engines, ready = excluded.ready,
-        leader = excluded.leader, health = excluded.health, heartbeat_at = now()`,
+    `with up as (
+       insert into ${n.q}.runtimes (id, hostname, pid, queues, engines, ready, leader, health)
+       values ($1, $2, $3, $4::text[], coalesce($5::text[], '{canonical}'), $6, $7, $8::text::jsonb)
+       on conflict (id) do update set queues = excluded.queues, engines = excluded.engines, ready = excluded.ready,
+          leader = excluded.leader, health = excluded.health, heartbeat_at = now()
+       returning id),
+     former as (
+       update ${n.q}.runtimes f set leader = false
+        where f.leader and f.id <> $1 and f.id is distinct from (select l.holder from ${n.q}.leadership l)
+       returning f.id)
+     select (select count(*) from up) as up, (select count(*) from former) as former`,
     [r.id, r.hostname, r.pid, r.queues, r.engines ?? null, r.ready, r.leader, JSON.stringify(r.health)],
   );
 }
@@ -44,6 +57,32 @@ export async function listRuntimes(db: Db, n: SchemaNames, liveWithinMs: number)
     live: r.live,
     rescueAfterMs: numberOrNull(r.health?.rescue_after_ms),
     inFlight: numberOrNull(r.health?.in_flight),
+    // A process that reports in_flight and no held holds none; an older one reports neither.
+    held: numberOrNull(r.health?.held) ?? (numberOrNull(r.health?.in_flight) === null ? null : 0),
+    heldJobs: Array.isArray(r.health?.held_jobs)
+      ? r.health.held_jobs.filter((x: unknown) => Number.isSafeInteger(x))
+      : [],
+    stuckHandlers: stuckList(r.health?.stuck_handlers),
+    kinds: Array.isArray(r.health?.kinds)
+      ? r.health.kinds.filter((k: unknown) => typeof k === "string")
+      : null,
+  }));
+}
+
+/** The stuck handlers a heartbeat named, the well-formed entries only. */
+function stuckList(v: unknown): StuckHandlerInfo[] {
+  if (!Array.isArray(v)) return [];
+  return v.filter((x) =>
+    x && typeof x === "object" && typeof x.job_id === "number" && typeof x.lease === "number" &&
+    typeof x.kind === "string" && typeof x.queue === "string" && typeof x.reason === "string" &&
+    typeof x.aborted_at === "string"
+  ).map((x) => ({
+    job_id: x.job_id,
+    lease: x.lease,
+    kind: x.kind,
+    queue: x.queue,
+    reason: x.reason,
+    aborted_at: x.aborted_at,
   }));
 }
 
@@ -61,4 +100,22 @@ export async function pruneRuntimes(db: Db, n: SchemaNames): Promise<number> {
     [DEAD_RUNTIME_RETENTION_MS],
   );
   return rows.length;
+}
+
+/** The attempts runtimes name as given up on in their heartbeat (`health.abandoned`), at most 1,000. */
+export async function abandonedAttempts(db: Db, n: SchemaNames): Promise<AbandonedAttemptReport[]> {
+  const rows = await db.query(
+    `select r.id as runtime_id, a.id, a.lease, a.reason
+       from ${n.q}.runtimes r,
+            jsonb_to_recordset(case when jsonb_typeof(r.health -> 'abandoned') = 'array'
+                                    then r.health -> 'abandoned' else '[]' end) as a(id bigint, lease integer, reason text)
+      where r.health ? 'abandoned' and a.id is not null and a.lease is not null
+      limit 1000`,
+  );
+  return rows.map((r) => ({
+    runtimeId: r.runtime_id,
+    id: Number(r.id),
+    lease: Number(r.lease),
+    reason: r.reason ?? "",
+  }));
 }

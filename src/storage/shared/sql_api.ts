@@ -60,8 +60,9 @@ export async function listJobs(db: Db, n: SchemaNames, o: ListJobsOptions): Prom
 }
 
 /**
- * At most `limit` rows of `source` (a relation with the jobs table's columns, filtered to running jobs):
- * started ones by start time (the longest running first), then the prefetched, oldest id first.
+ * At most `limit` rows of `source` (a relation with the jobs table's columns, filtered to running jobs),
+ * the longest claimed first. Held (prefetched) jobs are running too: their attempt was counted at claim,
+ * and nothing is written when a held job starts (its worker's runtime report says how many it holds).
  */
 export async function runningJobs(db: Db, source: string, limit: number): Promise<Job[]> {
   const rows = await db.query(

@@ -70,11 +70,11 @@ function ListInput(
 }
 
 export function EnqueuePanel() {
-  const { notify } = useApp();
+  const { notify, caps } = useApp();
   const action = useAction();
   const choices = useChoices();
   const [kind, setKind] = useState("");
-  const [queue, setQueue] = useState("default");
+  const [queue, setQueue] = useState(caps.default_queue ?? "default");
   const [argsText, setArgsText] = useState("{}");
   const [priority, setPriority] = useState("2");
   const [runAt, setRunAt] = useState("");

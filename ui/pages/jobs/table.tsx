@@ -1,8 +1,10 @@
 /** @jsxImportSource preact */
 /**
  * The jobs list's table. On a phone (≤ 640 px) each row is a stacked card (`table.stacked`: every cell
- * on its own line, labelled by its `data-label`), so the list never scrolls sideways.
+ * on its own line, labelled by its `data-label`), so the list never scrolls sideways. When the server is
+ * writable each row has a checkbox (the selection) and its own actions.
  */
+import type { ComponentChildren } from "preact";
 import type { Job } from "../../api.ts";
 import { Link } from "../../components/link.tsx";
 import { StateBadge } from "../../components/state_badge.tsx";
@@ -42,7 +44,22 @@ export function LastError({ job }: { job: Job }) {
   return <span class="text-danger" title={last.error}>{last.error}</span>;
 }
 
-export function JobsTable({ jobs, current }: { jobs: Job[]; current: boolean }) {
+/** The checkboxes of the rows (the page's "select all" is above the table: a phone hides the header). */
+export interface RowSelection {
+  ids: Set<number>;
+  toggle(id: number, on: boolean): void;
+  set(ids: number[]): void;
+}
+
+export function JobsTable(
+  { jobs, current, selection, actions }: {
+    jobs: Job[];
+    current: boolean;
+    selection?: RowSelection;
+    /** A row's own actions (writable servers). */
+    actions?: (job: Job) => ComponentChildren;
+  },
+) {
   const showErrors = jobs.some((j) => j.errors.length > 0);
   const showTags = jobs.some((j) => j.tags.length > 0);
   const now = Date.now();
@@ -51,6 +68,11 @@ export function JobsTable({ jobs, current }: { jobs: Job[]; current: boolean }) 
       <table class={`stacked jobs-list ${current ? "" : "stale"}`} aria-busy={!current}>
         <thead>
           <tr>
+            {selection && (
+              <th scope="col" class="cell-select">
+                <span class="sr-only">Selected</span>
+              </th>
+            )}
             <th scope="col" class="num">ID</th>
             <th scope="col">State</th>
             <th scope="col">Kind</th>
@@ -67,11 +89,32 @@ export function JobsTable({ jobs, current }: { jobs: Job[]; current: boolean }) 
             >
               Run at
             </th>
+            {actions && (
+              <th scope="col" class="cell-actions">
+                <span class="sr-only">Actions</span>
+              </th>
+            )}
           </tr>
         </thead>
         <tbody>
           {jobs.map((j) => (
-            <tr key={j.id} data-testid={`job-row-${j.id}`} data-state={j.state}>
+            <tr
+              key={j.id}
+              data-testid={`job-row-${j.id}`}
+              data-state={j.state}
+              class={selection?.ids.has(j.id) ? "row-selected" : ""}
+            >
+              {selection && (
+                <td class="cell-select" data-label="Select">
+                  <input
+                    type="checkbox"
+                    data-testid={`select-${j.id}`}
+                    aria-label={`Select job ${j.id}`}
+                    checked={selection.ids.has(j.id)}
+                    onChange={(e) => selection.toggle(j.id, (e.currentTarget as HTMLInputElement).checked)}
+                  />
+                </td>
+              )}
               <td class="num" data-label="ID">
                 <Link href={`/jobs/${j.id}`} data-testid={`job-link-${j.id}`} aria-label={`Job ${j.id}`}>
                   #{j.id}
@@ -109,6 +152,11 @@ export function JobsTable({ jobs, current }: { jobs: Job[]; current: boolean }) 
               <td data-label="Run at">
                 <RelTime iso={j.run_at} />
               </td>
+              {actions && (
+                <td class="cell-actions" data-testid={`row-actions-${j.id}`}>
+                  {actions(j)}
+                </td>
+              )}
             </tr>
           ))}
         </tbody>

@@ -1,47 +1,9 @@
--- svc schema version 5: per-minute samples for the dashboard's charts and the Kinds page, and the one
--- definition of a queue's depth (docs/reference/metrics.md).
---
--- The elected leader writes each finished minute once: per queue its depth and the age of its oldest
--- available job at the end of the minute, and per (queue, kind) the attempts that finished in that minute
--- (completed, failed for good, failed and retried) with the run-time p50 and p95 of the finished ones.
--- Both tables are partitioned by day (UTC); the leader creates the partitions ahead and drops those past
--- the samples' retention, so old samples go with a DROP TABLE, never a DELETE.
--- Template parameters as in 0004 ({{qs}}: the queue-storage schema).
-
--- The minutes already sampled (one row each): a second write of the same minute changes nothing.
-create table samples_taken (
-  minute timestamptz primary key,
-  at     timestamptz not null default now()
-);
-
-create table queue_samples (
-  minute                       timestamptz not null,
-  queue                        text not null,
-  -- available jobs a few seconds after the minute ended (depth_estimated: extrapolated or a lower bound,
-  -- see queue_depths)
-  depth                        bigint not null,
-  depth_estimated              boolean not null default false,
-  oldest_available_age_seconds float8,
-  primary key (minute, queue)
-) partition by range (minute);
-
-create table kind_samples (
-  minute     timestamptz not null,
-  queue      text not null,
-  kind       text not null,
-  completed  bigint not null default 0,
-  -- failed for good
-  failed     bigint not null default 0,
-  -- failed and scheduled for another attempt
-  retried    bigint not null default 0,
-  run_p50_ms float8,
-  run_p95_ms float8,
-  primary key (minute, queue, kind)
-) partition by range (minute);
+-- Per-minute samples for the dashboard's charts and the Kinds page, and the one definition of a queue's
+-- depth (docs/reference/metrics.md).
 
 -- Creates the day partitions of both sample tables from yesterday to p_ahead days ahead (UTC), and drops the
 -- partitions whose day ended more than p_keep_days ago. Returns the number of partitions dropped.
-create function ensure_sample_partitions(p_keep_days integer, p_ahead integer default 1) returns integer
+create or replace function ensure_sample_partitions(p_keep_days integer, p_ahead integer default 1) returns integer
 language plpgsql set search_path from current as $$
 declare
   v_today date := (now() at time zone 'UTC')::date;
@@ -76,8 +38,6 @@ begin
   return v_dropped;
 end $$;
 
-select ensure_sample_partitions(7);
-
 ------------------------------------------------------------------------------------------------------
 -- Depth: the one definition that the worker's gauges, the samples and the dashboard share.
 ------------------------------------------------------------------------------------------------------
@@ -89,7 +49,7 @@ select ensure_sample_partitions(7);
 -- Canonical: the queues with available jobs (a skip scan of the claim index), each counted up to p_cap
 -- rows of that index (estimated: the cap was reached, a lower bound), its oldest available job found by
 -- one probe per priority.
-create function canonical_queue_depths(p_cap integer)
+create or replace function canonical_queue_depths(p_cap integer)
 returns table (queue text, depth bigint, estimated boolean, oldest_available_age_seconds float8)
 language sql stable set search_path from current set jit = off as $$
   with recursive qn(queue) as (
@@ -111,33 +71,6 @@ language sql stable set search_path from current set jit = off as $$
    where qn.queue is not null
 $$;
 
--- Queue storage, from the claim cursors: per lane, the ready rows after the lane's cursor (its last claim's
--- seq) that no tombstone covers, counted with an index range scan up to the lane's share of p_cap (a queue
--- reads at most p_cap rows; estimated: a share was reached, a lower bound). The first of them is the
--- lane's next claimable job: the oldest available job is the oldest of those.
-create function {{qs}}.queue_depths(p_cap integer)
-returns table (queue text, depth bigint, estimated boolean, oldest_available_age_seconds float8)
-language sql stable set search_path from current set jit = off as $$
-  select l.queue, sum(c.n)::bigint, bool_or(c.n >= l.share),
-         greatest(extract(epoch from now() - min(c.oldest)), 0)::float8
-    from (select x.*, greatest(1, p_cap / count(*) over (partition by x.queue))::integer as share
-            from {{qs}}.lanes x) l
-    cross join lateral (
-      select coalesce((select t.seq from {{qs}}.spent t
-                        where t.queue = l.queue and t.priority = l.priority and t.shard = l.shard and t.is_claim
-                        order by t.seq desc limit 1), 0) as seq) cur
-    cross join lateral (
-      select count(*) as n, min(a.run_at) as oldest from (
-        select r.run_at from {{qs}}.ready r
-         where r.queue = l.queue and r.priority = l.priority and r.shard = l.shard and r.seq > cur.seq
-           -- tombstones after the cursor only (whatever plan the statistics give, never the lane's claims)
-           and not exists (select 1 from {{qs}}.spent t where t.queue = r.queue and t.priority = r.priority
-                             and t.shard = r.shard and t.seq > cur.seq and t.seq = r.seq and t.slot = r.slot)
-         order by r.seq limit l.share) a) c
-   group by l.queue
-  having sum(c.n) > 0
-$$;
-
 ------------------------------------------------------------------------------------------------------
 -- The attempts that finished in one minute: (queue, kind, outcome completed | failed | retried, run time
 -- in ms or null). The sampler adds them up per (queue, kind) (src/storage/shared/samples.ts).
@@ -146,7 +79,7 @@ $$;
 -- Canonical: completed and failed jobs finalized in the minute (the finalized index), and the retries of
 -- the minute found in the errors of jobs that wait for their retry or have finished since (a retried job
 -- that is running again when the minute is sampled is not counted: an estimate).
-create function canonical_finished_attempts(p_minute timestamptz)
+create or replace function canonical_finished_attempts(p_minute timestamptz)
 returns table (queue text, kind text, outcome text, ms float8)
 language sql stable set search_path from current set jit = off as $$
   with fin as (
@@ -164,40 +97,9 @@ language sql stable set search_path from current set jit = off as $$
   select f.queue, f.kind, f.outcome, f.ms from fin f
 $$;
 
--- Queue storage: completions still in the ring (their closures), completions and failures in history
--- (an archived completion counted once), and failed ring attempts with no history row (retried).
-create function {{qs}}.finished_attempts(p_minute timestamptz)
-returns table (queue text, kind text, outcome text, ms float8)
-language sql stable set search_path from current set jit = off as $$
-  with att as (
-    select c.outcome, c.job_id, c.lease, c.at, r.queue, r.kind,
-           coalesce((select s.at from {{qs}}.starts s where s.job_id = t.job_id and s.lease = t.lease
-                       and s.slot = t.slot), case when not t.prefetched then t.at end) as started_at
-      from {{qs}}.closed c
-      join {{qs}}.spent t on t.job_id = c.job_id and t.lease = c.lease and t.slot = c.slot and t.is_claim
-      join {{qs}}.ready r on r.queue = t.queue and r.priority = t.priority and r.shard = t.shard and r.seq = t.seq
-                         and r.slot = t.slot
-     where c.outcome in ('done', 'dropped', 'fail') and c.at >= p_minute and c.at < p_minute + interval '1 minute'),
-  fin as (
-    select a.queue, a.kind, 'completed' as outcome, (extract(epoch from a.at - a.started_at) * 1000)::float8 as ms
-      from att a where a.outcome in ('done', 'dropped')
-    union all
-    select a.queue, a.kind, 'retried', null::float8
-      from att a where a.outcome = 'fail'
-       and not exists (select 1 from {{qs}}.history h where h.job_id = a.job_id and h.lease = a.lease)
-    union all
-    select h.queue, h.kind, h.state, (extract(epoch from h.finalized_at - h.attempted_at) * 1000)::float8
-      from {{qs}}.history h
-     where h.finalized_at >= p_minute and h.finalized_at < p_minute + interval '1 minute'
-       and h.state in ('completed', 'failed')
-       and not exists (select 1 from {{qs}}.closed c where c.job_id = h.job_id and c.lease = h.lease
-                         and c.outcome = 'done'))
-  select f.queue, f.kind, f.outcome, f.ms from fin f
-$$;
-
 -- Writes the samples of one minute once (p_queues: [{queue, depth, depth_estimated, age}], p_kinds: rows of
 -- the sums of finished_attempts), creating its day partition when missing. Whether this call wrote them.
-create function record_samples(p_minute timestamptz, p_queues jsonb, p_kinds jsonb) returns boolean
+create or replace function record_samples(p_minute timestamptz, p_queues jsonb, p_kinds jsonb) returns boolean
 language plpgsql set search_path from current as $$
 begin
   insert into samples_taken (minute) values (p_minute) on conflict do nothing;

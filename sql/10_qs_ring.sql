@@ -1,0 +1,111 @@
+-- Queue storage: the ring's slot, lane and claim-batch locks, and where an attempt is.
+
+------------------------------------------------------------------------------------------------------
+-- Functions of the queue_storage engine. They run with search_path = the base schema (runtimes,
+-- queues, storage_state, helpers) and name their own tables with the queue-storage schema.
+------------------------------------------------------------------------------------------------------
+
+create or replace function svc_qs.current_slot() returns smallint language plpgsql stable set search_path from current as $$
+begin
+  return (select slot from svc_qs.ring_rotations order by generation desc limit 1);
+end $$;
+
+-- Takes a producer lock on one shard of the lane (queue, priority) until commit and returns the shard:
+-- first the transaction's own shard (so a transaction that enqueues twice keeps one), then any free one,
+-- else it waits for its own. Rows of a lane shard commit in seq order because of this lock.
+create or replace function svc_qs.lock_lane(p_queue text, p_priority smallint) returns smallint
+language plpgsql set search_path from current as $$
+declare
+  n constant integer := svc_qs.shards();
+  v_first integer := (txid_current() % n)::integer;
+  s integer;
+begin
+  for i in 0 .. n - 1 loop
+    s := (v_first + i) % n;
+    if pg_try_advisory_xact_lock(hashtextextended('svc_qs' || ':lane:' || p_queue || ':' || p_priority || ':' || s, 0)) then
+      insert into svc_qs.lanes (queue, priority, shard) values (p_queue, p_priority, s) on conflict do nothing;
+      return s;
+    end if;
+  end loop;
+  perform pg_advisory_xact_lock(hashtextextended('svc_qs' || ':lane:' || p_queue || ':' || p_priority || ':' || v_first, 0));
+  insert into svc_qs.lanes (queue, priority, shard) values (p_queue, p_priority, v_first) on conflict do nothing;
+  return v_first;
+end $$;
+
+-- Lane shards for the distinct (queue, priority) of jobs in `p_rows` (a jsonb array with queue and
+-- priority), locked in a fixed order: {"queue:priority": shard}.
+create or replace function svc_qs.lock_lanes(p_rows jsonb) returns jsonb
+language plpgsql set search_path from current as $$
+declare
+  r record;
+  v jsonb := '{}';
+begin
+  for r in select distinct x.queue, x.priority
+             from jsonb_to_recordset(p_rows) as x(queue text, priority smallint) order by 1, 2 loop
+    v := v || jsonb_build_object(r.queue || ':' || r.priority, svc_qs.lock_lane(r.queue, r.priority));
+  end loop;
+  return v;
+end $$;
+
+-- The serialization of claims on one queue (also taken by the prune's forwarding of unclaimed rows).
+create or replace function svc_qs.claim_lock_key(p_queue text) returns bigint language sql immutable set search_path from current as $$
+  select hashtextextended('svc_qs' || ':claim:' || p_queue, 0)
+$$;
+
+------------------------------------------------------------------------------------------------------
+-- Locks, lookups and the expansion of claim batches.
+------------------------------------------------------------------------------------------------------
+
+-- The lock every closer of an attempt of claim p_claim holds until it commits.
+create or replace function svc_qs.batch_lock_key(p_claim bigint) returns bigint language sql immutable set search_path from current as $$
+  select hashtextextended('svc_qs' || ':batch:' || p_claim, 0)
+$$;
+
+------------------------------------------------------------------------------------------------------
+-- Views: each job is in exactly one of these at a time. Columns as canonical's jobs table.
+------------------------------------------------------------------------------------------------------
+
+-- The highest claimed position of each lane shard.
+create or replace function svc_qs.lane_cursor(p_queue text, p_priority smallint, p_shard smallint) returns bigint
+language sql stable set search_path from current as $$
+  select coalesce((select c.last_seq from svc_qs.claims c
+                    where c.queue = p_queue and c.priority = p_priority and c.shard = p_shard
+                    order by c.last_seq desc limit 1), 0)
+$$;
+
+-- Whether the claimed attempt (job, lease) of claim p_claim in slot p_slot has ended.
+create or replace function svc_qs.attempt_closed(p_job bigint, p_lease integer, p_slot smallint, p_claim bigint) returns boolean
+language sql stable set search_path from current as $$
+  select exists (select 1 from svc_qs.closed c where c.job_id = p_job and c.lease = p_lease and c.slot = p_slot)
+      or exists (select 1 from svc_qs.completions x where x.claim_id = p_claim and x.slot = p_slot and p_job = any(x.ids))
+$$;
+
+-- The ring attempt (job, lease) with its claim, whether it is open or not: one row or none. p_slot narrows
+-- the lookup to one slot when the caller knows it.
+create or replace function svc_qs.ring_attempt(p_job bigint, p_lease integer, p_slot smallint default null)
+returns table (slot smallint, queue text, priority smallint, shard smallint, seq bigint, claim_id bigint,
+               worker text, claimed_at timestamptz, policies jsonb, ttl_ms bigint)
+language sql stable set search_path from current as $$
+  select r.slot, r.queue, r.priority, r.shard, r.seq, c.claim_id, c.worker, c.at, c.policies, c.ttl_ms
+    from svc_qs.ready r
+    cross join lateral (
+      select c.* from svc_qs.claims c
+       where c.queue = r.queue and c.priority = r.priority and c.shard = r.shard and c.slot = r.slot
+         and c.last_seq >= r.seq
+       order by c.last_seq limit 1) c
+   where r.job_id = p_job and r.lease = p_lease - 1 and (p_slot is null or r.slot = p_slot)
+     and c.first_seq <= r.seq
+     and not exists (select 1 from svc_qs.skipped s where s.queue = r.queue and s.priority = r.priority
+                       and s.shard = r.shard and s.seq = r.seq and s.slot = r.slot)
+   limit 1
+$$;
+
+-- Whether the attempt (job, lease) is open, and where: 'ring', or the parked row's state; null: ended.
+create or replace function svc_qs.attempt_place(p_job bigint, p_lease integer) returns text
+language plpgsql stable set search_path from current as $$
+begin
+  return coalesce(
+    (select p.state from svc_qs.parked p where p.job_id = p_job and p.lease = p_lease),
+    (select 'ring' from svc_qs.ring_attempt(p_job, p_lease) a
+      where not svc_qs.attempt_closed(p_job, p_lease, a.slot, a.claim_id)));
+end $$;

@@ -1,0 +1,99 @@
+-- Queue storage: the claim, the hot path's read (one claims row per lane shard and slot of the jobs taken).
+--
+-- Claims up to p_limit jobs of a queue for runtime p_worker, by priority and then lane position; the
+-- first p_free go to free slots, the rest are held (prefetched). Each job's attempt is counted here.
+-- p_policies: {kind: {max_attempts, timeout_ms, delays_ms}}; p_callbacks: {kind: callback timeout ms} for
+-- HTTP workers, whose callbacks are registered here. Writes one claims row per lane shard and slot of
+-- the jobs taken. Nothing while the queue is paused.
+--
+-- The statement reads every producer shard of a lane separately and merges them in seq order, and names
+-- the live ring slots one by one (`slot in ((v_live)[1], (v_live)[2], ...)`): the form in which a generic
+-- plan prunes the ring's partitions before it starts and reads only the rows it claims (`slot = any(...)`
+-- is not pruned, and one scan over all shards would sort). Both counts are fixed when queue storage is
+-- installed (storage_state.qs_shards and qs_slots), so the block below writes the function for them: the
+-- text between $fn$ quotes is the function, `/*shard lanes*/` is replaced by one subquery per shard
+-- (the $lane$ text, with %1$s its shard and %2$s the slot list), joined by `union all`.
+do $gen$
+declare
+  v_shards integer := (select qs_shards from storage_state);
+  v_slots integer := (select qs_slots from storage_state);
+  v_slot_list text := (select string_agg(format('(v_live)[%s]', i), ', ' order by i) from generate_series(1, v_slots) i);
+  v_lanes text := (select string_agg(format($lane$(select r.* from svc_qs.ready r
+          where r.queue = p_queue and r.priority = p.priority and r.shard = %1$s
+            and r.slot in (%2$s)
+            and r.seq > coalesce((select c.last_seq from svc_qs.claims c
+                                   where c.queue = p_queue and c.priority = p.priority and c.shard = %1$s
+                                     and c.slot in (%2$s)
+                                   order by c.last_seq desc limit 1), 0)
+            -- a job cancelled while available: a point lookup per row
+            and (select true from svc_qs.skipped s
+                  where s.queue = r.queue and s.priority = r.priority and s.shard = r.shard
+                    and s.seq = r.seq and s.slot = r.slot and s.slot in (%2$s) limit 1) is null
+          order by r.seq limit p_limit)$lane$, s, v_slot_list), E'\n      union all\n' order by s)
+                     from generate_series(0, v_shards - 1) s);
+begin
+  execute replace($fn$
+create or replace function svc_qs.claim(p_queue text, p_limit integer, p_free integer, p_worker text, p_policies jsonb,
+                             p_callbacks jsonb, p_prefetch_ttl_ms bigint)
+returns table (slot smallint, queue text, priority smallint, shard smallint, seq bigint, job_id bigint, kind text,
+               args jsonb, attempt integer, max_attempts integer, lease integer, run_at timestamptz,
+               created_at timestamptz, errors jsonb, tags text[], metadata jsonb, unique_key text,
+               trace_context text, claimed_at timestamptz, deadline_at timestamptz, prefetched boolean,
+               effective_max_attempts integer, retry_delay_ms bigint, callback_id uuid,
+               callback_timeout_at timestamptz, claim_id bigint)
+language plpgsql set search_path from current set plan_cache_mode = force_generic_plan as $$
+#variable_conflict use_column
+declare
+  -- Ring slots holding rows: the statement below reads only their partitions. The padding matches none.
+  v_live smallint[] := array(select s::smallint from generate_series(0, svc_qs.slots() - 1) s
+                              where (select true from svc_qs.ready r where r.slot = s::smallint limit 1))
+                       || array_fill((-1)::smallint, array[svc_qs.slots()]);
+  v_ttl bigint := case when p_limit > p_free then greatest(p_prefetch_ttl_ms, 0) else 0 end;
+begin
+  -- Claims of one queue take turns, and so does every other writer of a lane position (a cancel's
+  -- skipped row, the prune's forwarding): claim ranges therefore never overlap.
+  perform pg_advisory_xact_lock(svc_qs.claim_lock_key(p_queue));
+  if exists (select 1 from queues q where q.name = p_queue and q.paused) then
+    return;
+  end if;
+  -- Per priority, the shards of the lane are read from their cursors (the highest claimed position) in
+  -- seq order and merged, so that only the rows claimed are read; every lookup is an index probe.
+  return query
+  with cand as (
+    select r.* from (select distinct l.priority from svc_qs.lanes l where l.queue = p_queue) p
+    cross join lateral (
+      select r.* from (
+        /*shard lanes*/
+      ) r order by r.seq limit p_limit) r
+    order by r.priority, r.seq limit p_limit),
+  numbered as materialized (
+    select c.*, n.pre, now() as claimed_at, (select nextval('svc_qs.claim_seq')) as claim,
+           now() + ((c.pol ->> 'timeout_ms')::bigint + v_ttl) * interval '1 millisecond' as deadline_at,
+           least(c.max_attempts, coalesce((c.pol ->> 'max_attempts')::integer, c.max_attempts)) as eff,
+           coalesce((c.pol -> 'delays_ms' ->> least(c.attempt,
+                       jsonb_array_length(coalesce(c.pol -> 'delays_ms', '[null]')) - 1))::bigint,
+                    backoff_ms(c.attempt + 1)) as retry_ms,
+           case when p_callbacks ? c.kind then gen_random_uuid() end as cb_id,
+           case when p_callbacks ? c.kind
+                then now() + (p_callbacks ->> c.kind)::bigint * interval '1 millisecond' end as cb_deadline
+      from (select c.*, p_policies -> c.kind as pol, row_number() over (order by c.priority, c.seq) as k
+              from cand c) c
+      cross join lateral (select c.k > p_free as pre) n),
+  ins as (
+    insert into svc_qs.claims (slot, queue, priority, shard, first_seq, last_seq, claim_id, n, worker, at, policies,
+                               ttl_ms, deadline_at)
+    select n.slot, n.queue, n.priority, n.shard, min(n.seq), max(n.seq), min(n.claim), count(*), p_worker,
+           min(n.claimed_at), p_policies, v_ttl, min(n.deadline_at)
+      from numbered n group by n.slot, n.queue, n.priority, n.shard),
+  cbs as (
+    insert into svc_qs.callbacks (id, job_id, attempt, lease, kind, deadline_at)
+    select n.cb_id, n.job_id, n.attempt + 1, n.lease + 1, 'http', n.cb_deadline
+      from numbered n where n.cb_id is not null)
+  select n.slot, n.queue, n.priority, n.shard, n.seq, n.job_id, n.kind, n.args, n.attempt + 1, n.max_attempts,
+         n.lease + 1, n.run_at, n.created_at, n.errors, n.tags, n.metadata, n.unique_key, n.trace_context,
+         n.claimed_at, n.deadline_at, n.pre, n.eff, n.retry_ms, n.cb_id, n.cb_deadline, n.claim
+    from numbered n
+   order by n.priority, n.seq;
+end $$
+$fn$, '/*shard lanes*/', v_lanes);
+end $gen$;

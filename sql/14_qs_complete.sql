@@ -1,0 +1,53 @@
+-- Queue storage: completions, the hot path (one completions row per claim batch and slot).
+
+-- Completions, the hot path: items {id, lease, slot, claim, started_at, result[, unique_key]} of attempts
+-- this worker claimed. Under the claim batches' locks (ascending), a new statement keeps the attempts no
+-- closer ended and writes them as one completions row per claim and slot. Items it cannot complete here
+-- (no claim given, moved out of the ring) go through close_attempts. A caller in a REPEATABLE READ or
+-- SERIALIZABLE transaction (whose snapshot predates the lock) completes through close_attempts, whose
+-- per-attempt rows have the unique backstop. Returns the ids completed.
+create or replace function svc_qs.complete(p_items jsonb, p_keep boolean) returns setof bigint
+language plpgsql set search_path from current set plan_cache_mode = force_generic_plan as $$
+declare
+  v_done bigint[] := '{}';
+  v_rest jsonb;
+  v_keys jsonb;
+begin
+  if current_setting('transaction_isolation') = 'read committed' then
+    perform pg_advisory_xact_lock(svc_qs.batch_lock_key(b.claim))
+       from (select distinct (x ->> 'claim')::bigint as claim from jsonb_array_elements(p_items) x
+              where x ->> 'claim' is not null order by 1) b;
+    with ins as (
+      insert into svc_qs.completions (slot, claim_id, ids, leases, started_at, results)
+      select i.slot, i.claim, array_agg(i.id), array_agg(i.lease), array_agg(coalesce(i.started_at, now())),
+             array_agg(i.result)
+        from jsonb_to_recordset(p_items) as i(id bigint, lease integer, slot smallint, claim bigint,
+                                              started_at timestamptz, result jsonb)
+       where i.claim is not null
+         and (select true from svc_qs.claims c where c.claim_id = i.claim and c.slot = i.slot limit 1)
+         and (select true from svc_qs.closed c where c.job_id = i.id and c.lease = i.lease and c.slot = i.slot
+               limit 1) is null
+         and (select true from svc_qs.completions x where x.claim_id = i.claim and x.slot = i.slot
+                 and i.id = any(x.ids) limit 1) is null
+       group by i.slot, i.claim
+      returning ids)
+    select coalesce(array_agg(u), '{}') into v_done from ins, unnest(ins.ids) u;
+    if cardinality(v_done) > 0 then
+      select jsonb_object_agg(x ->> 'id', x ->> 'unique_key') into v_keys
+        from jsonb_array_elements(p_items) x where x ->> 'unique_key' is not null;
+      if v_keys is not null then
+        delete from svc_qs.unique_keys k
+         where k.unique_key in (select v_keys ->> d::text from unnest(v_done) d where v_keys ? d::text)
+           and k.job_id = any(v_done);
+      end if;
+    end if;
+    return query select unnest(v_done);
+  end if;
+  if cardinality(v_done) < jsonb_array_length(p_items) then
+    select jsonb_agg(x || jsonb_build_object('ord', o - 1, 'action', 'complete', 'keep', p_keep))
+      into v_rest
+      from jsonb_array_elements(p_items) with ordinality as e(x, o)
+     where not ((x ->> 'id')::bigint = any(v_done));
+    return query select c.job_id from svc_qs.close_attempts(v_rest) c;
+  end if;
+end $$;

@@ -1,0 +1,132 @@
+-- Queue storage: the leader's promotion of due deferred jobs, rescue of lost attempts and moving long
+-- attempts out of the ring.
+
+-- Moves due scheduled and retryable jobs to the end of their lanes; wakes their queues. Returns how many.
+create or replace function svc_qs.promote(p_batch integer default 1000) returns integer
+language plpgsql set search_path from current as $$
+declare
+  v_rows jsonb;
+  v_shards jsonb;
+  v_total integer := 0;
+  v_slot smallint;
+begin
+  loop
+    with due as (
+      select d.job_id from svc_qs.deferred d where d.run_at <= now() order by d.run_at limit p_batch
+      for update skip locked),
+    del as (delete from svc_qs.deferred d using due where d.job_id = due.job_id returning d.*)
+    select jsonb_agg(to_jsonb(del)) into v_rows from del;
+    exit when v_rows is null;
+    v_shards := svc_qs.lock_lanes(v_rows);
+    v_slot := svc_qs.current_slot();
+    insert into svc_qs.ready (slot, queue, priority, shard, seq, job_id, kind, args, attempt, max_attempts, lease,
+                              run_at, created_at, errors, tags, metadata, unique_key, trace_context, attempted_at,
+                              attempted_by)
+    select v_slot, d.queue, d.priority, (v_shards ->> (d.queue || ':' || d.priority))::smallint,
+           nextval('svc_qs.ready_seq'), d.job_id, d.kind, d.args, d.attempt, d.max_attempts, d.lease, d.run_at,
+           d.created_at, d.errors, d.tags, d.metadata, d.unique_key, d.trace_context, d.attempted_at, d.attempted_by
+      from jsonb_to_recordset(v_rows) as d(job_id bigint, queue text, priority smallint, kind text, args jsonb,
+             attempt integer, max_attempts integer, lease integer, run_at timestamptz, created_at timestamptz,
+             errors jsonb, tags text[], metadata jsonb, unique_key text, trace_context text, attempted_at timestamptz,
+             attempted_by text)
+     order by d.run_at, d.job_id;
+    perform pg_notify(current_schema() || '_jobs', q)
+       from (select distinct x ->> 'queue' as q from jsonb_array_elements(v_rows) x) y;
+    v_total := v_total + jsonb_array_length(v_rows);
+    exit when jsonb_array_length(v_rows) < p_batch;
+  end loop;
+  return v_total;
+end $$;
+
+-- Rescues attempts whose runtime stopped heartbeating (rescue_after), whose hard deadline passed (plus
+-- the grace: the worker enforces it first), and, with p_unknown, those of runtimes with no row at all.
+-- Each is failed with the stored policy: the attempt was counted at claim, held or started. A dead
+-- runtime's claims are looked at from a little before its last sweep on, and its row is written only
+-- when a sweep found something (a dead runtime costs no write per tick). p_deadline_since bounds the
+-- deadline scan (the caller's last scan).
+create or replace function svc_qs.rescue(p_rescue_after_ms bigint, p_grace_ms bigint, p_deadline_since timestamptz,
+                                         p_unknown boolean)
+returns table (id bigint, kind text, state text, reason text)
+language plpgsql set search_path from current as $$
+#variable_conflict use_column
+declare
+  v_items jsonb := '[]';
+  v_dead jsonb;
+  v_ids text[];
+  v_found text[];
+begin
+  select coalesce(jsonb_object_agg(w.id, coalesce(w.swept_at - interval '10 seconds', '-infinity')), '{}')
+    into v_dead
+    from runtimes w where w.heartbeat_at < now() - p_rescue_after_ms * interval '1 millisecond';
+  if p_unknown then
+    select v_dead || coalesce(jsonb_object_agg(u.worker, '-infinity'::timestamptz), '{}') into v_dead
+      from (
+        with recursive workers as (
+          (select c.worker from svc_qs.claims c order by c.worker limit 1)
+          union all
+          select (select c.worker from svc_qs.claims c where c.worker > w.worker order by c.worker limit 1)
+            from workers w where w.worker is not null)
+        select w.worker from workers w
+         where w.worker is not null and not exists (select 1 from runtimes r where r.id = w.worker)) u;
+  end if;
+  v_ids := array(select jsonb_object_keys(v_dead));
+  with dead as (select key as worker, value #>> '{}' as since from jsonb_each(v_dead)),
+  batches as (
+    select c.* from dead d join svc_qs.claims c on c.worker = d.worker and c.at >= d.since::timestamptz
+    union
+    select c.* from svc_qs.claims c
+     where c.deadline_at < now() - p_grace_ms * interval '1 millisecond' and c.deadline_at >= p_deadline_since),
+  open_ring as (
+    select j.job_id, j.lease, j.slot, j.worker = any(v_ids) as by_dead, j.worker
+      from batches b
+      join svc_qs.claimed_jobs j on j.claim_id = b.claim_id and j.slot = b.slot and j.queue = b.queue
+                                and j.priority = b.priority and j.shard = b.shard
+     where (j.worker = any(v_ids) or j.deadline_at < now() - p_grace_ms * interval '1 millisecond')
+       and not svc_qs.attempt_closed(j.job_id, j.lease, j.slot, j.claim_id)),
+  open_parked as (
+    select p.job_id, p.lease, null::smallint as slot, p.attempted_by = any(v_ids) as by_dead, p.attempted_by as worker
+      from svc_qs.parked p
+     where p.state = 'running'
+       and (p.attempted_by = any(v_ids) or p.deadline_at < now() - p_grace_ms * interval '1 millisecond')),
+  all_open as (
+    select *, case when by_dead then 'heartbeat stale: worker presumed dead' else 'deadline exceeded' end as reason
+      from (select * from open_ring union all select * from open_parked) x)
+  select coalesce(jsonb_agg(jsonb_build_object(
+           'ord', o - 1, 'id', a.job_id, 'lease', a.lease, 'slot', a.slot, 'action', 'fail',
+           'error', 'rescued: ' || a.reason, 'terminal', false, 'reason', a.reason)), '[]'),
+         coalesce(array_agg(distinct a.worker) filter (where a.by_dead), '{}')
+    into v_items, v_found
+    from (select x.*, row_number() over () as o from all_open x limit 1000) a;
+  -- Runtimes never swept, or whose sweep found attempts: every open attempt of theirs is in this batch
+  -- (when it is not full), so the next sweep looks only at their later claims.
+  if jsonb_array_length(v_items) < 1000 then
+    update runtimes w set swept_at = now()
+     where w.id = any(v_ids) and (w.swept_at is null or w.id = any(v_found));
+  end if;
+  if jsonb_array_length(v_items) = 0 then
+    return;
+  end if;
+  return query
+    select c.job_id, x ->> 'kind', c.state, i ->> 'reason'
+      from svc_qs.close_attempts(v_items) c
+      join jsonb_array_elements(v_items) i on (i ->> 'ord')::integer = c.ord
+      left join lateral (select svc_qs.get_job(c.job_id) as x) g on true;
+end $$;
+
+-- Moves attempts claimed more than p_after_ms ago in slot p_slot out of the ring (closure `move`, a parked
+-- row in state running), so that a long job does not pin its slot. Returns how many.
+create or replace function svc_qs.move_long_attempts(p_slot smallint, p_after_ms bigint) returns integer
+language plpgsql set search_path from current as $$
+declare
+  v_taken jsonb;
+  v integer;
+begin
+  select svc_qs.take_ring(coalesce(jsonb_agg(jsonb_build_object('ord', o, 'id', j.job_id, 'lease', j.lease,
+                                                                'action', 'move', 'slot', j.slot)), '[]'))
+    into v_taken
+    from (select j.*, row_number() over () as o from svc_qs.claimed_jobs j
+           where j.slot = p_slot and j.claimed_at < now() - p_after_ms * interval '1 millisecond'
+             and not svc_qs.attempt_closed(j.job_id, j.lease, j.slot, j.claim_id)) j;
+  select count(*) into v from svc_qs.park_taken(v_taken, 'running');
+  return v;
+end $$;
