@@ -63,7 +63,7 @@ Deno.test("two worker processes, per-second cron for 10 s, leader killed mid-way
     const distinct = new Set(all);
     assert.equal(distinct.size, all.length, `a fire time enqueued twice: ${all.join(" ")}`);
     assert.ok(before >= 4, `the first leader fired every second before the kill (${before})`);
-    assert.ok(tookOverMs <= LEADER_TTL_MS + ELECTION_MS + 2_000, `new leader after ${tookOverMs} ms`);
+    assert.ok(tookOverMs <= LEADER_TTL_MS + ELECTION_MS + 4_000, `new leader after ${tookOverMs} ms`);
     // The first fire of the new leader waits for its first duty tick after the election; on a loaded
     // machine (CI runs suites side by side) that adds up to a couple of seconds. The on-time window
     // (5 s) is what matters to users, and the gap check below proves no second was skipped.

@@ -274,7 +274,8 @@ Deno.test("a leader stopped with SIGSTOP is replaced within leaderTtl + an elect
       "the scheduled job to run under a new leader",
     ))!;
     const took = Date.now() - t0;
-    assert.ok(took < 2_000 + 300 + 2_500, `promoted after ${took} ms (TTL 2 s, election 0.3 s)`);
+    // The slack is for a loaded machine (CI runs test files side by side); a term that never lapsed fails at 15 s.
+    assert.ok(took < 2_000 + 300 + 5_000, `promoted after ${took} ms (TTL 2 s, election 0.3 s)`);
     assert.equal(effect.pid, other.child.pid, "run by the process that took over");
     const after = await term(client);
     assert.equal(after.term, before.term + 1);

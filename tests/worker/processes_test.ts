@@ -143,7 +143,8 @@ Deno.test("leader failover: a leader killed with SIGKILL is replaced within lead
       "new leader",
     );
     const took = Date.now() - killedAt;
-    assert.ok(took < 2000 + 300 + 2000, `new leader after ${took} ms (TTL 2 s, election 0.3 s)`);
+    // The slack is for a loaded machine (CI runs test files side by side); a term that never lapsed fails at 10 s.
+    assert.ok(took < 2000 + 300 + 5000, `new leader after ${took} ms (TTL 2 s, election 0.3 s)`);
     assert.ok(procs[1 - leaderIdx].lines.includes(`started ${next}`), "the survivor leads");
     // Promotion goes on under the new leader: a scheduled job runs.
     const j = await client.enqueue("tick", {}, { runAt: new Date(Date.now() + 200) });
