@@ -17,6 +17,7 @@ create or replace function job_json(r jsonb) returns jsonb language sql stable s
     'priority', r -> 'priority', 'attempt', r -> 'attempt', 'max_attempts', r -> 'max_attempts',
     'effective_max_attempts', r -> 'effective_max_attempts',
     'run_at', iso((r ->> 'run_at')::timestamptz), 'created_at', iso((r ->> 'created_at')::timestamptz),
+    'claimed_at', iso((r ->> 'claimed_at')::timestamptz),
     'attempted_at', iso((r ->> 'attempted_at')::timestamptz),
     'finalized_at', iso((r ->> 'finalized_at')::timestamptz),
     'heartbeat_at', iso((r ->> 'heartbeat_at')::timestamptz),

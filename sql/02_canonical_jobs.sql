@@ -22,7 +22,9 @@ create or replace function canonical_cancel_job(p_id bigint) returns jsonb langu
 declare
   v jobs;
 begin
-  update jobs set state = 'cancelled', finalized_at = now(), heartbeat_at = null, deadline_at = null
+  update jobs set state = 'cancelled', finalized_at = now(), heartbeat_at = null, deadline_at = null,
+         attempted_at = case when state in ('running', 'waiting_external') then coalesce(attempted_at, claimed_at)
+                             else attempted_at end
    where id = p_id and state not in ('completed', 'failed', 'cancelled')
   returning * into v;
   if v.id is null then

@@ -9,7 +9,8 @@
 -- is no longer current.
 create or replace function canonical_fail_attempt(p_id bigint, p_lease integer, p_error text, p_terminal boolean,
                                        p_delay_ms bigint default null,
-                                       p_from job_state[] default '{running,waiting_external}')
+                                       p_from job_state[] default '{running,waiting_external}',
+                                       p_started_at timestamptz default null)
 returns jobs language plpgsql set search_path from current as $$
 declare
   v jobs;
@@ -27,6 +28,8 @@ begin
          run_at = case when v_final then j.run_at else now() + v_delay * interval '1 millisecond' end,
          finalized_at = case when v_final then now() end,
          heartbeat_at = null, deadline_at = null,
+         -- the handler's start when the worker reported it, else the claim (rescue, callback timeout)
+         attempted_at = coalesce(p_started_at, j.attempted_at, j.claimed_at),
          errors = j.errors || jsonb_build_array(jsonb_build_object(
            'attempt', j.attempt, 'at', iso(now()), 'error', p_error, 'terminal', v_final))
    where j.id = p_id
@@ -48,7 +51,7 @@ language plpgsql set search_path from current as $$
 declare
   v_queue text;
 begin
-  update jobs set state = 'available', attempt = attempt - 1, attempted_at = null, attempted_by = null,
+  update jobs set state = 'available', attempt = attempt - 1, claimed_at = null, attempted_at = null, attempted_by = null,
          heartbeat_at = null, deadline_at = null
    where id = p_id and lease = p_lease and state = 'running'
   returning queue into v_queue;
@@ -66,7 +69,7 @@ language plpgsql set search_path from current as $$
 begin
   update jobs
      set state = 'scheduled', attempt = attempt - 1, run_at = now() + p_delay_ms * interval '1 millisecond',
-         heartbeat_at = null, deadline_at = null
+         heartbeat_at = null, deadline_at = null, attempted_at = coalesce(attempted_at, claimed_at)
    where id = p_id and lease = p_lease and state = 'running';
   if not found then
     return false;
@@ -129,7 +132,7 @@ begin
     update callbacks c set state = 'completed', resolution = 'completed', payload = p_payload, resolved_at = now()
       where c.id = p_id;
     update jobs j set state = 'completed', result = p_payload, finalized_at = now(), heartbeat_at = null,
-      deadline_at = null where j.id = v_job.id;
+      deadline_at = null, attempted_at = coalesce(j.attempted_at, j.claimed_at) where j.id = v_job.id;
     v_state := 'completed';
   elsif p_action = 'resume' then
     update callbacks c set state = 'completed', resolution = 'resumed', payload = p_payload, resolved_at = now()

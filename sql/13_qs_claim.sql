@@ -67,7 +67,7 @@ begin
       ) r order by r.seq limit p_limit) r
     order by r.priority, r.seq limit p_limit),
   numbered as materialized (
-    select c.*, n.pre, now() as claimed_at, (select nextval('svc_qs.claim_seq')) as claim,
+    select c.*, n.pre, now() as claim_time, (select nextval('svc_qs.claim_seq')) as claim,
            now() + ((c.pol ->> 'timeout_ms')::bigint + v_ttl) * interval '1 millisecond' as deadline_at,
            least(c.max_attempts, coalesce((c.pol ->> 'max_attempts')::integer, c.max_attempts)) as eff,
            coalesce((c.pol -> 'delays_ms' ->> least(c.attempt,
@@ -83,7 +83,7 @@ begin
     insert into svc_qs.claims (slot, queue, priority, shard, first_seq, last_seq, claim_id, n, worker, at, policies,
                                ttl_ms, deadline_at)
     select n.slot, n.queue, n.priority, n.shard, min(n.seq), max(n.seq), min(n.claim), count(*), p_worker,
-           min(n.claimed_at), p_policies, v_ttl, min(n.deadline_at)
+           min(n.claim_time), p_policies, v_ttl, min(n.deadline_at)
       from numbered n group by n.slot, n.queue, n.priority, n.shard),
   cbs as (
     insert into svc_qs.callbacks (id, job_id, attempt, lease, kind, deadline_at)
@@ -91,7 +91,7 @@ begin
       from numbered n where n.cb_id is not null)
   select n.slot, n.queue, n.priority, n.shard, n.seq, n.job_id, n.kind, n.args, n.attempt + 1, n.max_attempts,
          n.lease + 1, n.run_at, n.created_at, n.errors, n.tags, n.metadata, n.unique_key, n.trace_context,
-         n.claimed_at, n.deadline_at, n.pre, n.eff, n.retry_ms, n.cb_id, n.cb_deadline, n.claim
+         n.claim_time, n.deadline_at, n.pre, n.eff, n.retry_ms, n.cb_id, n.cb_deadline, n.claim
     from numbered n
    order by n.priority, n.seq;
 end $$

@@ -46,7 +46,7 @@ begin
            'queue', j.queue, 'priority', j.priority, 'kind', j.kind, 'args', j.args, 'attempt', j.attempt,
            'max_attempts', j.max_attempts, 'run_at', j.run_at, 'created_at', j.created_at, 'errors', j.errors,
            'tags', j.tags, 'metadata', j.metadata, 'unique_key', j.unique_key, 'trace_context', j.trace_context,
-           'attempted_at', coalesce(cl.started_at, j.claimed_at), 'attempted_by', j.worker,
+           'claimed_at', j.claimed_at, 'attempted_at', coalesce(cl.started_at, j.claimed_at), 'attempted_by', j.worker,
            'deadline_at', j.deadline_at, 'effective_max_attempts', j.effective_max_attempts,
            'retry_delay_ms', j.retry_delay_ms))
     into v_out
@@ -77,7 +77,8 @@ begin
              'priority', d.priority, 'kind', d.kind, 'args', d.args, 'attempt', d.attempt,
              'max_attempts', d.max_attempts, 'run_at', d.run_at, 'created_at', d.created_at, 'errors', d.errors,
              'tags', d.tags, 'metadata', d.metadata, 'unique_key', d.unique_key, 'trace_context', d.trace_context,
-             'attempted_at', d.attempted_at, 'attempted_by', d.attempted_by, 'deadline_at', d.deadline_at,
+             'claimed_at', d.claimed_at, 'attempted_at', coalesce(d.attempted_at, d.claimed_at),
+             'attempted_by', d.attempted_by, 'deadline_at', d.deadline_at,
              'effective_max_attempts', d.effective_max_attempts, 'retry_delay_ms', d.retry_delay_ms))
       into v_parked
       from del d;
@@ -113,7 +114,7 @@ begin
     select * from jsonb_to_recordset(v_taken) as x(ord integer, job_id bigint, lease integer, queue text,
       priority smallint, kind text, args jsonb, attempt integer, max_attempts integer, run_at timestamptz,
       created_at timestamptz, errors jsonb, tags text[], metadata jsonb, unique_key text, trace_context text,
-      attempted_at timestamptz, attempted_by text, effective_max_attempts integer, retry_delay_ms bigint,
+      claimed_at timestamptz, attempted_at timestamptz, attempted_by text, effective_max_attempts integer, retry_delay_ms bigint,
       source text)),
   i as (
     select * from jsonb_to_recordset(p_items) as y(ord integer, action text, result jsonb, error text,
@@ -141,22 +142,22 @@ begin
       from d),
   h as (
     insert into svc_qs.history (class, finalized_at, job_id, lease, state, queue, priority, kind, args, attempt,
-                                max_attempts, effective_max_attempts, run_at, created_at, attempted_at,
+                                max_attempts, effective_max_attempts, run_at, created_at, claimed_at, attempted_at,
                                 attempted_by, errors, tags, metadata, result, unique_key, trace_context)
     select case when s.new_state = 'completed' then 'completed' else 'failed' end, now(), s.job_id, s.lease,
            s.new_state, s.queue, s.priority, s.kind, s.args, s.attempt, s.max_attempts, s.effective_max_attempts,
-           s.run_at, s.created_at, s.attempted_at, s.attempted_by, s.new_errors, s.tags, s.metadata,
+           s.run_at, s.created_at, s.claimed_at, s.attempted_at, s.attempted_by, s.new_errors, s.tags, s.metadata,
            case when s.new_state = 'completed' then s.result end, s.unique_key, s.trace_context
       from s where s.new_state in ('failed', 'cancelled')
                 or (s.new_state = 'completed' and s.source = 'parked' and coalesce(s.keep, true))
     returning job_id),
   df as (
     insert into svc_qs.deferred (job_id, state, run_at, queue, priority, kind, args, attempt, max_attempts, lease,
-                                 created_at, errors, tags, metadata, unique_key, trace_context, attempted_at,
+                                 created_at, errors, tags, metadata, unique_key, trace_context, claimed_at, attempted_at,
                                  attempted_by, effective_max_attempts)
     select s.job_id, s.new_state, now() + s.delay * interval '1 millisecond', s.queue, s.priority, s.kind, s.args,
            case when s.action = 'snooze' then s.attempt - 1 else s.attempt end, s.max_attempts, s.lease,
-           s.created_at, s.new_errors, s.tags, s.metadata, s.unique_key, s.trace_context, s.attempted_at,
+           s.created_at, s.new_errors, s.tags, s.metadata, s.unique_key, s.trace_context, s.claimed_at, s.attempted_at,
            s.attempted_by, s.effective_max_attempts
       from s where s.new_state in ('retryable', 'scheduled')
     returning job_id),
@@ -194,15 +195,15 @@ end $$;
 create or replace function svc_qs.park_taken(p_taken jsonb, p_state text) returns setof bigint
 language sql set search_path from current as $$
   insert into svc_qs.parked (job_id, lease, state, queue, priority, kind, args, attempt, max_attempts, run_at,
-                             created_at, errors, tags, metadata, unique_key, trace_context, attempted_at,
+                             created_at, errors, tags, metadata, unique_key, trace_context, claimed_at, attempted_at,
                              attempted_by, deadline_at, prefetched, effective_max_attempts, retry_delay_ms)
   select t.job_id, t.lease, p_state, t.queue, t.priority, t.kind, t.args, t.attempt, t.max_attempts,
-         t.run_at, t.created_at, t.errors, t.tags, t.metadata, t.unique_key, t.trace_context, t.attempted_at,
+         t.run_at, t.created_at, t.errors, t.tags, t.metadata, t.unique_key, t.trace_context, t.claimed_at, t.attempted_at,
          t.attempted_by, t.deadline_at, false, t.effective_max_attempts, t.retry_delay_ms
     from jsonb_to_recordset(p_taken) as t(job_id bigint, lease integer, queue text, priority smallint, kind text,
            args jsonb, attempt integer, max_attempts integer, run_at timestamptz, created_at timestamptz,
            errors jsonb, tags text[], metadata jsonb, unique_key text, trace_context text,
-           attempted_at timestamptz, attempted_by text, deadline_at timestamptz, effective_max_attempts integer,
+           claimed_at timestamptz, attempted_at timestamptz, attempted_by text, deadline_at timestamptz, effective_max_attempts integer,
            retry_delay_ms bigint)
   returning job_id
 $$;

@@ -123,10 +123,10 @@ begin
       return 'unclaimed';
     end if;
     insert into svc_qs.ready (slot, queue, priority, shard, seq, job_id, kind, args, attempt, max_attempts, lease,
-                              run_at, created_at, errors, tags, metadata, unique_key, trace_context, attempted_at,
+                              run_at, created_at, errors, tags, metadata, unique_key, trace_context, claimed_at, attempted_at,
                               attempted_by)
     select v_cur, r.queue, r.priority, r.shard, r.seq, r.job_id, r.kind, r.args, r.attempt, r.max_attempts, r.lease,
-           r.run_at, r.created_at, r.errors, r.tags, r.metadata, r.unique_key, r.trace_context, r.attempted_at,
+           r.run_at, r.created_at, r.errors, r.tags, r.metadata, r.unique_key, r.trace_context, r.claimed_at, r.attempted_at,
            r.attempted_by
       from svc_qs.ready r
      where r.slot = p_slot

@@ -72,18 +72,18 @@ begin
   on conflict do nothing;
   -- deferred
   insert into svc_qs.deferred (job_id, state, run_at, queue, priority, kind, args, attempt, max_attempts, lease,
-                               created_at, errors, tags, metadata, unique_key, trace_context, attempted_at,
+                               created_at, errors, tags, metadata, unique_key, trace_context, claimed_at, attempted_at,
                                attempted_by, effective_max_attempts)
   select j.id, j.state::text, j.run_at, j.queue, j.priority, j.kind, j.args, j.attempt, j.max_attempts, j.lease,
-         j.created_at, j.errors, j.tags, j.metadata, j.unique_key, j.trace_context, j.attempted_at, j.attempted_by,
+         j.created_at, j.errors, j.tags, j.metadata, j.unique_key, j.trace_context, j.claimed_at, j.attempted_at, j.attempted_by,
          j.effective_max_attempts
     from jsonb_populate_recordset(null::jobs, v_rows) j where j.state in ('scheduled', 'retryable');
   -- parked
   insert into svc_qs.parked (job_id, lease, state, queue, priority, kind, args, attempt, max_attempts, run_at,
-                             created_at, errors, tags, metadata, unique_key, trace_context, attempted_at,
+                             created_at, errors, tags, metadata, unique_key, trace_context, claimed_at, attempted_at,
                              attempted_by, deadline_at, prefetched, effective_max_attempts, retry_delay_ms)
   select j.id, j.lease, 'waiting_external', j.queue, j.priority, j.kind, j.args, j.attempt, j.max_attempts,
-         j.run_at, j.created_at, j.errors, j.tags, j.metadata, j.unique_key, j.trace_context, j.attempted_at,
+         j.run_at, j.created_at, j.errors, j.tags, j.metadata, j.unique_key, j.trace_context, j.claimed_at, j.attempted_at,
          j.attempted_by, null, false, j.effective_max_attempts, j.retry_delay_ms
     from jsonb_populate_recordset(null::jobs, v_rows) j where j.state = 'waiting_external';
   -- ready, at the end of their lanes
@@ -92,11 +92,11 @@ begin
     v_shards := svc_qs.lock_lanes(v_ready);
     v_slot := svc_qs.current_slot();
     insert into svc_qs.ready (slot, queue, priority, shard, seq, job_id, kind, args, attempt, max_attempts, lease,
-                              run_at, created_at, errors, tags, metadata, unique_key, trace_context, attempted_at,
+                              run_at, created_at, errors, tags, metadata, unique_key, trace_context, claimed_at, attempted_at,
                               attempted_by)
     select v_slot, j.queue, j.priority, (v_shards ->> (j.queue || ':' || j.priority))::smallint,
            nextval('svc_qs.ready_seq'), j.id, j.kind, j.args, j.attempt, j.max_attempts, j.lease, j.run_at,
-           j.created_at, j.errors, j.tags, j.metadata, j.unique_key, j.trace_context, j.attempted_at, j.attempted_by
+           j.created_at, j.errors, j.tags, j.metadata, j.unique_key, j.trace_context, j.claimed_at, j.attempted_at, j.attempted_by
       from jsonb_populate_recordset(null::jobs, v_ready) j order by j.id;
     perform pg_notify(current_schema() || '_jobs', q)
        from (select distinct x ->> 'queue' as q from jsonb_array_elements(v_ready) x) y;

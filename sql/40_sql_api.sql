@@ -10,7 +10,7 @@ returns table (id bigint, kind text, queue text, args jsonb, state job_state, pr
                finalized_at timestamptz, heartbeat_at timestamptz, deadline_at timestamptz, errors jsonb,
                tags text[], metadata jsonb, result jsonb, unique_key text, callback_id uuid,
                callback_timeout_at timestamptz, lease integer, attempted_by text, trace_context text,
-               effective_max_attempts integer, duplicate boolean)
+               effective_max_attempts integer, claimed_at timestamptz, duplicate boolean)
 language plpgsql set search_path from current as $$
 #variable_conflict use_column
 declare
@@ -30,7 +30,7 @@ begin
     select r.id, r.kind, r.queue, r.args, r.state, r.priority, r.attempt, r.max_attempts, r.run_at, r.created_at,
            r.attempted_at, r.finalized_at, r.heartbeat_at, r.deadline_at, r.errors, r.tags, r.metadata, r.result,
            r.unique_key, r.callback_id, r.callback_timeout_at, r.lease, r.attempted_by, r.trace_context,
-           r.effective_max_attempts, v_dup
+           r.effective_max_attempts, r.claimed_at, v_dup
       from jsonb_populate_record(null::jobs, v_job) r;
 end $$;
 

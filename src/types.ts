@@ -68,6 +68,15 @@ export interface Job<Args = Record<string, unknown>> {
   effectiveMaxAttempts: number | null;
   runAt: Date;
   createdAt: Date;
+  /**
+   * When the latest attempt was claimed (a held, prefetched job too); null before the first claim and after
+   * a graceful give-back.
+   */
+  claimedAt: Date | null;
+  /**
+   * When the latest attempt's handler started, written with its outcome (the claim time when the worker that
+   * held it died). Null while an attempt runs or waits for its callback; inside a handler, this attempt's start.
+   */
   attemptedAt: Date | null;
   finalizedAt: Date | null;
   heartbeatAt: Date | null;

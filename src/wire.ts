@@ -38,6 +38,9 @@ export interface JobJson extends
   effective_max_attempts: number | null;
   run_at: string;
   created_at: string;
+  /** When the latest attempt was claimed (held jobs too); null before the first claim. */
+  claimed_at: string | null;
+  /** When the latest attempt's handler started, written with its outcome; null while an attempt runs. */
   attempted_at: string | null;
   finalized_at: string | null;
   heartbeat_at: string | null;
@@ -178,6 +181,7 @@ export function jobToJson(j: Job): JobJson {
     effective_max_attempts: j.effectiveMaxAttempts,
     run_at: iso(j.runAt)!,
     created_at: iso(j.createdAt)!,
+    claimed_at: iso(j.claimedAt),
     attempted_at: iso(j.attemptedAt),
     finalized_at: iso(j.finalizedAt),
     heartbeat_at: iso(j.heartbeatAt),
@@ -213,6 +217,7 @@ export function jobFromJson(o: Record<string, unknown>): Job {
       : Number(o.effective_max_attempts),
     runAt: date(o.run_at)!,
     createdAt: date(o.created_at)!,
+    claimedAt: date(o.claimed_at),
     attemptedAt: date(o.attempted_at),
     finalizedAt: date(o.finalized_at),
     heartbeatAt: date(o.heartbeat_at),

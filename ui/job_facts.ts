@@ -7,25 +7,30 @@ function readyAt(j: Job): string {
   return Date.parse(j.run_at) > Date.parse(j.created_at) ? j.run_at : j.created_at;
 }
 
+/** An attempt that has not ended: its start is written with its outcome, so only its claim is known. */
+function open(j: Job): boolean {
+  return j.state === "running" || j.state === "waiting_external";
+}
+
 /**
  * Wait time of the latest attempt: from when it could start (enqueue or run_at, whichever is later) to
- * its start; still growing for a job that has not started. Null for jobs that will not start.
+ * its start (to its claim while it runs, the start being written with the outcome); still growing for an
+ * available job. Null for jobs that will not start.
  */
 export function waitMs(j: Job, now = Date.now()): number | null {
-  if (j.attempted_at) {
-    const ms = msBetween(readyAt(j), j.attempted_at, now);
-    return ms;
-  }
-  if (j.state === "available" || (j.state === "running" && !j.attempted_at)) {
-    return msBetween(readyAt(j), null, now);
-  }
+  if (open(j)) return j.claimed_at ? msBetween(readyAt(j), j.claimed_at, now) : null;
+  if (j.attempted_at) return msBetween(readyAt(j), j.attempted_at, now);
+  if (j.state === "available") return msBetween(readyAt(j), null, now);
   return null;
 }
 
-/** Run time of the latest attempt: start to finish, or to now while it runs. */
+/** Run time of the latest attempt: start to finish, or from its claim to now while it runs. */
 export function runMs(j: Job, now = Date.now()): number | null {
+  if (open(j)) {
+    const from = j.attempted_at ?? j.claimed_at;
+    return from ? msBetween(from, null, now) : null;
+  }
   if (!j.attempted_at) return null;
-  if (j.state === "running" || j.state === "waiting_external") return msBetween(j.attempted_at, null, now);
   if (j.finalized_at) return msBetween(j.attempted_at, j.finalized_at, now);
   return null;
 }
@@ -47,7 +52,9 @@ export interface AttemptRow {
   attempt: number;
   /** failed and retried, failed for good, completed, cancelled, running, waiting for its callback, ... */
   outcome: string;
-  /** Start of the attempt: known for the latest attempt only (earlier starts are not kept). */
+  /** Claim of the attempt: known for the latest attempt only. */
+  claimedAt: string | null;
+  /** Start of the attempt: known for the latest attempt once it ended (earlier starts are not kept). */
   startedAt: string | null;
   endedAt: string | null;
   /** Run time: known for the latest attempt only. */
@@ -75,6 +82,7 @@ export function attemptTimeline(j: Job, now = Date.now()): AttemptRow[] {
   const rows: AttemptRow[] = j.errors.map((e) => ({
     attempt: e.attempt,
     outcome: e.terminal ? "failed for good" : "failed, retried",
+    claimedAt: null,
     startedAt: null,
     endedAt: e.at,
     ranMs: null,
@@ -91,9 +99,8 @@ export function attemptTimeline(j: Job, now = Date.now()): AttemptRow[] {
   const latest: AttemptRow | null = ownRow
     ? {
       attempt: j.attempt,
-      outcome: j.state === "running" && !j.attempted_at
-        ? "held by its runtime, not started yet"
-        : LATEST_OUTCOME[j.state] ?? j.state.replace(/_/g, " "),
+      outcome: LATEST_OUTCOME[j.state] ?? j.state.replace(/_/g, " "),
+      claimedAt: null,
       startedAt: null,
       endedAt: j.finalized_at,
       ranMs: null,
@@ -104,6 +111,7 @@ export function attemptTimeline(j: Job, now = Date.now()): AttemptRow[] {
     ? last
     : null;
   if (latest) {
+    latest.claimedAt = j.claimed_at;
     latest.startedAt = j.attempted_at;
     latest.by = j.attempted_by;
     latest.ranMs = runMs(j, now) ??

@@ -707,6 +707,7 @@ def _job_from_json(j: Mapping[str, Any]) -> Job:
         effective_max_attempts=j.get("effective_max_attempts"),
         run_at=run_at,
         created_at=created_at,
+        claimed_at=_time(j.get("claimed_at")),
         attempted_at=_time(j.get("attempted_at")),
         finalized_at=_time(j.get("finalized_at")),
         heartbeat_at=_time(j.get("heartbeat_at")),

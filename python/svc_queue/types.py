@@ -55,7 +55,10 @@ class Job:
     """The limit that applied to the latest attempt (the smaller of the job's and its kind's)."""
     run_at: datetime
     created_at: datetime
+    claimed_at: datetime | None
+    """When the latest attempt was claimed (held, prefetched jobs too); None before the first claim."""
     attempted_at: datetime | None
+    """When the latest attempt's handler started, written with its outcome; None while an attempt runs."""
     finalized_at: datetime | None
     heartbeat_at: datetime | None
     deadline_at: datetime | None

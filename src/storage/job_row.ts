@@ -19,6 +19,7 @@ export function rowToJob(r: Row): Job {
       : Number(r.effective_max_attempts),
     runAt: r.run_at,
     createdAt: r.created_at,
+    claimedAt: r.claimed_at ?? null,
     attemptedAt: r.attempted_at ?? null,
     finalizedAt: r.finalized_at ?? null,
     heartbeatAt: r.heartbeat_at ?? null,

@@ -58,6 +58,7 @@ export function fakeJob(fields: Partial<Job> & { id: number }): FakeJob {
     effectiveMaxAttempts: null,
     runAt: new Date(0),
     createdAt: new Date(0),
+    claimedAt: null,
     attemptedAt: null,
     finalizedAt: null,
     heartbeatAt: null,
@@ -152,7 +153,8 @@ export class FakeEngine implements StorageEngine {
       j.attempt++;
       j.attemptedBy = req.runtimeId;
       j.started = i < req.free;
-      j.attemptedAt = j.started ? new Date() : null;
+      j.claimedAt = new Date();
+      j.attemptedAt = j.started ? j.claimedAt : null;
       const out = this.copy(j);
       if (!j.started) out.prefetched = true;
       return out;

@@ -46,7 +46,12 @@ Deno.test("prefetch: jobs held ahead start as slots free with their attempt coun
     });
     // One running and five held: all six are `running` in the database, each on its first attempt.
     await waitFor(async () => (await countJobs(client, "state = 'running'")) === 6, 10_000, "6 claimed");
-    for (const j of await jobs(client, enq.map((j) => j.id))) assert.equal(j.attempt, 1, "counted at claim");
+    for (const j of await jobs(client, enq.map((j) => j.id))) {
+      assert.equal(j.attempt, 1, "counted at claim");
+      // Storage knows the claim only; the start is written with the outcome.
+      assert.ok(j.claimedAt instanceof Date, "claimed_at set at claim");
+      assert.equal(j.attemptedAt, null, "attempted_at null while the attempt runs or is held");
+    }
     assert.equal(started.length, 1, "one slot: one handler started");
     // The heartbeat tells them apart (the UI's Running page and dashboard): 1 in flight, 5 held, named.
     const rt = (await waitFor(
@@ -64,7 +69,15 @@ Deno.test("prefetch: jobs held ahead start as slots free with their attempt coun
     g.open();
     await waitFor(async () => (await countJobs(client, "state = 'completed'")) === 6, 10_000, "all done");
     const done = (await jobs(client, enq.map((j) => j.id))).sort((a, b) => +a.attemptedAt! - +b.attemptedAt!);
-    for (const j of done) assert.equal(j.attempt, 1);
+    for (const j of done) {
+      assert.equal(j.attempt, 1);
+      assert.ok(+j.attemptedAt! >= +j.claimedAt!, "started at or after its claim");
+    }
+    // The held ones waited in the buffer: their start is well after their claim (one slot, 100 ms each).
+    assert.ok(
+      +done[5].attemptedAt! - +done[5].claimedAt! >= 400,
+      "the last held job started 400+ ms after its claim",
+    );
     for (let i = 1; i < done.length; i++) {
       const gap = +done[i].attemptedAt! - +done[i - 1].attemptedAt!;
       assert.ok(gap >= 90, `job ${i} started ${gap} ms after the one before (one slot, 100 ms each)`);
@@ -213,6 +226,8 @@ Deno.test("prefetch: kill -9 with a full buffer: every held job is rescued with 
       if (j.state === "failed") {
         failed++;
         assert.match(j.errors.at(-1)!.error, /rescued: heartbeat stale/);
+        // No start was reported: the rescue writes the claim time as the attempt's start.
+        assert.equal(+j.attemptedAt!, +j.claimedAt!, `job ${j.id}: rescued attempt's start is its claim`);
       } else assert.equal(j.state, "completed", `${j.id}: ${j.state}`);
     }
     assert.ok(failed > 30, `most were still held when the process died (${failed} failed)`);

@@ -167,14 +167,19 @@ export function JobDetail({ id }: { id: string }) {
             <dt>Wait</dt>
             <dd
               data-testid="job-wait"
-              title="From enqueue or run_at (the later) to the start of the latest attempt"
+              title="From enqueue or run_at (the later) to the start of the latest attempt (to its claim while it runs)"
             >
               {fmtDuration(waitMs(j))}
             </dd>
             <dt>Run time</dt>
-            <dd data-testid="job-run-time" title="From the start of the latest attempt to its end (or now)">
+            <dd
+              data-testid="job-run-time"
+              title="From the start of the latest attempt to its end; from its claim to now while it runs"
+            >
               {fmtDuration(runMs(j))}
-              {j.state === "running" && j.attempted_at && <span class="muted">(so far)</span>}
+              {(j.state === "running" || j.state === "waiting_external") && runMs(j) !== null && (
+                <span class="muted">(so far, since its claim)</span>
+              )}
             </dd>
             <dt>Tags</dt>
             <dd>
@@ -190,8 +195,12 @@ export function JobDetail({ id }: { id: string }) {
             <dd>
               <FullTime iso={j.run_at} />
             </dd>
-            <dt>Attempted</dt>
+            <dt>Claimed</dt>
             <dd>
+              <FullTime iso={j.claimed_at} />
+            </dd>
+            <dt>Attempted</dt>
+            <dd title="When the latest attempt's handler started (written with its outcome)">
               <FullTime iso={j.attempted_at} />
             </dd>
             <dt>Attempted by</dt>
@@ -286,6 +295,14 @@ export function JobDetail({ id }: { id: string }) {
                     )}
                   </div>
                   <dl class="attempt-facts">
+                    {a.claimedAt && (
+                      <>
+                        <dt>Claimed</dt>
+                        <dd>
+                          <FullTime iso={a.claimedAt} />
+                        </dd>
+                      </>
+                    )}
                     {a.startedAt && (
                       <>
                         <dt>Started</dt>

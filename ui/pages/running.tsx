@@ -2,7 +2,7 @@
 /**
  * Running now: for each runtime (host, pid, queues, leader) the jobs it runs with how long each has run,
  * its prefetched jobs apart (claimed into its buffer, not started: named in the runtime's heartbeat as
- * held, or `attempted_at` null), and stuck
+ * held; storage cannot tell them from started ones), and stuck
  * jobs highlighted: no heartbeat for longer than the rescue window the runtime reports (the leader will
  * rescue them). Handlers a runtime reports stuck (aborted by cancel, deadline or shutdown and not returned
  * within its grace: their attempt has ended but they keep a slot) are listed under the runtime. Each job
@@ -31,7 +31,7 @@ interface Group {
 /** Stuck: no heartbeat for longer than the rescue window of the runtime that runs it. */
 export function isStuck(j: Job, runtime: Runtime | null, now: number): boolean {
   const window = runtime?.rescue_after_ms ?? DEFAULT_RESCUE_MS;
-  const since = msBetween(j.heartbeat_at ?? j.attempted_at, null, now);
+  const since = msBetween(j.heartbeat_at ?? j.claimed_at, null, now);
   return since !== null && since > window;
 }
 
@@ -47,7 +47,7 @@ function groups(jobs: Job[], runtimes: Runtime[]): Group[] {
       g = { id, runtime: runtimes.find((r) => r.id === id) ?? null, started: [], prefetched: [] };
       byId.set(id, g);
     }
-    const held = !j.attempted_at || (g.runtime?.held_jobs?.includes(j.id) ?? false);
+    const held = g.runtime?.held_jobs?.includes(j.id) ?? false;
     (held ? g.prefetched : g.started).push(j);
   }
   return [...byId.values()];
@@ -117,7 +117,7 @@ function StartedTable({ g, now }: { g: Group; now: number }) {
                 <td data-label="Queue">{j.queue}</td>
                 <td class="num" data-label="Attempt">{j.attempt}</td>
                 <td class="num" data-label="Running for" data-testid={`running-for-${j.id}`}>
-                  {fmtDuration(msBetween(j.attempted_at, null, now))}
+                  {fmtDuration(msBetween(j.attempted_at ?? j.claimed_at, null, now))}
                 </td>
                 <td data-label="Heartbeat">
                   <RelTime iso={j.heartbeat_at} />

@@ -77,7 +77,16 @@ export const SCHEMAS: Record<string, Schema> = {
       },
       run_at: time,
       created_at: time,
-      attempted_at: timeOrNull,
+      claimed_at: {
+        ...timeOrNull,
+        description:
+          "when the latest attempt was claimed (held, prefetched jobs too); null before the first claim",
+      },
+      attempted_at: {
+        ...timeOrNull,
+        description:
+          "when the latest attempt's handler started, written with its outcome; null while an attempt runs",
+      },
       finalized_at: timeOrNull,
       heartbeat_at: timeOrNull,
       deadline_at: timeOrNull,

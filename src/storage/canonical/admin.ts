@@ -47,7 +47,9 @@ export async function bulkCancel(db: Db, n: SchemaNames, f: JobFilter, dryRun = 
   params.push(n.abortChannel);
   const rows = await db.query(
     `with upd as (
-       update ${n.q}.jobs set state = 'cancelled', finalized_at = now(), heartbeat_at = null, deadline_at = null
+       update ${n.q}.jobs set state = 'cancelled', finalized_at = now(), heartbeat_at = null, deadline_at = null,
+              attempted_at = case when state in ('running', 'waiting_external') then coalesce(attempted_at, claimed_at)
+                                  else attempted_at end
         where ${cond} returning id)
      select count(*) as n, count(pg_notify($${params.length}, id::text)::text) from upd`,
     params,

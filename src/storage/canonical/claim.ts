@@ -3,8 +3,8 @@
  * heartbeat now, the per-kind hard deadline, and the retry policy that applies to the attempt (its
  * kind's max attempts and the delay its retry gets), stored so that every path that fails the attempt
  * uses it. A paused queue yields nothing. Jobs claimed beyond the free slots are held (prefetched): their
- * attempt is counted now as well, and their deadline includes the prefetch TTL. `attempted_at` is the
- * claim's time until the completion writes the handler's real start.
+ * attempt is counted now as well, and their deadline includes the prefetch TTL. `claimed_at` is the
+ * claim's time; `attempted_at` stays null until the outcome writes the handler's real start.
  */
 import type { Db } from "../../db/connection.ts";
 import type { SchemaNames } from "../../db/names.ts";
@@ -31,7 +31,7 @@ function nextCte(n: SchemaNames): string {
 function claimUpdate(n: SchemaNames, extraSet: string): string {
   return `update ${n.q}.jobs j
         set state = 'running', attempt = j.attempt + 1, lease = j.lease + 1,
-            attempted_at = now(),
+            claimed_at = now(), attempted_at = null,
             heartbeat_at = now(), attempted_by = $3,
             deadline_at = now() + ((($4::text::jsonb -> j.kind ->> 'timeout_ms')::bigint
                                     + case when next.n > $5 then $6::bigint else 0 end) * interval '1 millisecond'),
@@ -98,7 +98,9 @@ export async function claimJobs(db: Db, n: SchemaNames, req: ClaimRequest): Prom
   const rows = await db.query(text, params);
   return inClaimOrder(rows.map((r) => {
     const job = rowToJob(r);
+    // In the worker, a job that runs at once starts at its claim; a held one when the dispatcher feeds it.
     if (r.prefetched) job.prefetched = true;
+    else job.attemptedAt = job.claimedAt;
     return job;
   }));
 }

@@ -21,7 +21,7 @@ export function completionSql(n: SchemaNames, deleteRows: boolean): string {
     ? `delete from ${n.q}.jobs j using ${input} where ${match} returning j.id`
     : `update ${n.q}.jobs j
           set state = 'completed', result = u.result::jsonb, finalized_at = now(), heartbeat_at = null, deadline_at = null,
-              attempted_at = coalesce(u.started_at, j.attempted_at)
+              attempted_at = coalesce(u.started_at, j.attempted_at, j.claimed_at)
          from ${input}
         where ${match} returning j.id`;
 }

@@ -11,13 +11,17 @@ import { rowToJob } from "../job_row.ts";
 import { storedErrorText } from "../../job_errors.ts";
 
 export async function failJob(db: Db, n: SchemaNames, f: Failure): Promise<Job | null> {
-  const rows = await db.query(`select * from ${n.q}.canonical_fail_attempt($1, $2, $3, $4, $5)`, [
-    f.id,
-    f.lease,
-    storedErrorText(f.error, f.stack),
-    f.terminal,
-    f.retryDelayMs === undefined ? null : Math.max(0, Math.round(f.retryDelayMs)),
-  ]);
+  const rows = await db.query(
+    `select * from ${n.q}.canonical_fail_attempt($1, $2, $3, $4, $5, p_started_at => $6)`,
+    [
+      f.id,
+      f.lease,
+      storedErrorText(f.error, f.stack),
+      f.terminal,
+      f.retryDelayMs === undefined ? null : Math.max(0, Math.round(f.retryDelayMs)),
+      f.startedAt ?? null,
+    ],
+  );
   return rows.length && rows[0].id !== null ? rowToJob(rows[0]) : null;
 }
 

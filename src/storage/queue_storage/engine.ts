@@ -612,6 +612,7 @@ function claimedJob(r: Row): Job {
     effectiveMaxAttempts: r.effective_max_attempts === null ? null : Number(r.effective_max_attempts),
     runAt: r.run_at,
     createdAt: r.created_at,
+    claimedAt: r.claimed_at,
     attemptedAt: r.prefetched ? null : r.claimed_at,
     finalizedAt: null,
     heartbeatAt: r.claimed_at,

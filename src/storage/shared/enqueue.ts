@@ -51,6 +51,7 @@ export function newJob(j: NewJob, r: Row): Job {
     effectiveMaxAttempts: null,
     runAt: new Date(r.run_at),
     createdAt: new Date(r.created_at),
+    claimedAt: null,
     attemptedAt: null,
     finalizedAt: null,
     heartbeatAt: null,

@@ -66,7 +66,7 @@ export async function listJobs(db: Db, n: SchemaNames, o: ListJobsOptions): Prom
  */
 export async function runningJobs(db: Db, source: string, limit: number): Promise<Job[]> {
   const rows = await db.query(
-    `select * from ${source} order by attempted_at asc nulls last, id limit $1`,
+    `select * from ${source} order by claimed_at asc nulls last, id limit $1`,
     [Math.max(0, Math.floor(limit))],
   );
   return rows.map(rowToJob);
