@@ -126,12 +126,12 @@ create index attempt_progress_at on attempt_progress (at);
 
 -- When the job's latest attempt was claimed (held jobs included). `attempted_at` is when its handler started,
 -- written with the attempt's outcome; while an attempt runs only `claimed_at` is set.
-alter table jobs add column claimed_at timestamptz;
+alter table jobs add column if not exists claimed_at timestamptz;
 
-alter table {{qs}}.ready add column claimed_at timestamptz;
+alter table {{qs}}.ready add column if not exists claimed_at timestamptz;
 
-alter table {{qs}}.deferred add column claimed_at timestamptz;
+alter table {{qs}}.deferred add column if not exists claimed_at timestamptz;
 
-alter table {{qs}}.parked add column claimed_at timestamptz;
+alter table {{qs}}.parked add column if not exists claimed_at timestamptz;
 
-alter table {{qs}}.history add column claimed_at timestamptz;
+alter table {{qs}}.history add column if not exists claimed_at timestamptz;

@@ -11,13 +11,13 @@ export const BASELINE: { version: number; file: string } = { version: 10, file: 
 /**
  * How a database below the baseline reaches it: version 7 (the older line, canonical) through the DDL
  * that versions 8 and 9 added; version 8 (a development state) through the DDL of 9 (`attempt_progress`);
- * version 9 has the baseline's tables already. Versions 1 to 6 were never released as a line of their
- * own: `svc migrate` refuses them.
+ * version 9 had the baseline's tables but for `claimed_at`. Each adds `claimed_at` where it is missing.
+ * Versions 1 to 6 were never released as a line of their own: `svc migrate` refuses them.
  */
 export const BASELINE_UPGRADES: Readonly<Record<number, string | null>> = {
   7: "0010_baseline_from_v7.sql",
   8: "0010_baseline_from_v8.sql",
-  9: null,
+  9: "0010_baseline_from_v9.sql",
 };
 
 /** The migrations after the baseline, in order (forward-only from the first release on). */
