@@ -97,11 +97,11 @@ for (let k = 0; k < K; k++) {
   ck += cpu() - c;
 }
 const f = (x: number) => (x / K).toFixed(3);
-console.log(
-  `L=${L} slots=${SLOTS} shards=${SHARDS} live=${LIVE}: claim ${f(wc)} ms wall, ${f(cc)} ms backend CPU, ` +
-    `${claimLocks} relation locks; complete ${f(wk)} ms wall, ${f(ck)} ms backend CPU, ${completeLocks} locks ` +
-    `(per call; backend CPU per job ${((cc + ck) / K / L * 1000).toFixed(0)} µs)`,
-);
+const perJob = ((cc + ck) / K / L * 1000).toFixed(0);
+console.log(`L=${L} slots=${SLOTS} shards=${SHARDS} live=${LIVE} (per call):`);
+console.log(`  claim ${f(wc)} ms wall, ${f(cc)} ms backend CPU, ${claimLocks} relation locks`);
+console.log(`  complete ${f(wk)} ms wall, ${f(ck)} ms backend CPU, ${completeLocks} relation locks`);
+console.log(`  backend CPU per job ${perJob} µs`);
 await sql.end();
 await admin.unsafe(`drop database ${db}`);
 await admin.end();
