@@ -20,7 +20,11 @@ select d.job_id as id, d.kind, d.queue, d.args, d.state::job_state as state, d.p
        d.trace_context, d.effective_max_attempts, null::bigint as retry_delay_ms, d.claimed_at
   from svc_qs.deferred d;
 
--- The claimed jobs: each claim range expanded to the ready rows it took.
+-- The claimed jobs: each ready row with the claim whose range covers it. The claim is found from the row (the
+-- first claim of its lane shard and slot whose last_seq is at or after the row's seq: one index probe), never
+-- by joining claims to ready rows on the range, which the planner turns into a merge join that compares every
+-- row of a lane shard with every claim of it (minutes once a slot holds 600,000 rows). Callers that start from
+-- claims (rescue, moving long attempts) expand each claim's range themselves.
 create or replace view svc_qs.claimed_jobs as
 select c.slot, c.claim_id, c.worker, c.at as claimed_at, c.policies, c.ttl_ms, r.queue, r.priority, r.shard, r.seq,
        r.job_id, r.lease + 1 as lease, r.attempt + 1 as attempt, r.kind, r.args, r.max_attempts, r.run_at,
@@ -31,10 +35,14 @@ select c.slot, c.claim_id, c.worker, c.at as claimed_at, c.policies, c.ttl_ms, r
        coalesce((c.policies -> r.kind -> 'delays_ms' ->> least(r.attempt,
                    jsonb_array_length(coalesce(c.policies -> r.kind -> 'delays_ms', '[null]')) - 1))::bigint,
                 backoff_ms(r.attempt + 1)) as retry_delay_ms
-  from svc_qs.claims c
-  join svc_qs.ready r on r.queue = c.queue and r.priority = c.priority and r.shard = c.shard and r.slot = c.slot
-                     and r.seq between c.first_seq and c.last_seq
- where not exists (select 1 from svc_qs.skipped s where s.queue = r.queue and s.priority = r.priority
+  from svc_qs.ready r
+  cross join lateral (
+    select c.* from svc_qs.claims c
+     where c.queue = r.queue and c.priority = r.priority and c.shard = r.shard and c.slot = r.slot
+       and c.last_seq >= r.seq
+     order by c.last_seq limit 1) c
+ where c.first_seq <= r.seq
+   and not exists (select 1 from svc_qs.skipped s where s.queue = r.queue and s.priority = r.priority
                      and s.shard = r.shard and s.seq = r.seq and s.slot = r.slot);
 
 create or replace view svc_qs.jobs_available as

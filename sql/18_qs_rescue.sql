@@ -76,13 +76,21 @@ begin
     union
     select c.* from svc_qs.claims c
      where c.deadline_at < now() - p_grace_ms * interval '1 millisecond' and c.deadline_at >= p_deadline_since),
+  -- Each batch's own ready rows (a range of its lane shard and slot): the rows of the batches found, never a
+  -- join of every claim to every ready row.
   open_ring as (
-    select j.job_id, j.lease, j.slot, j.worker = any(v_ids) as by_dead, j.worker
+    select r.job_id, r.lease + 1 as lease, b.slot, b.worker = any(v_ids) as by_dead, b.worker
       from batches b
-      join svc_qs.claimed_jobs j on j.claim_id = b.claim_id and j.slot = b.slot and j.queue = b.queue
-                                and j.priority = b.priority and j.shard = b.shard
-     where (j.worker = any(v_ids) or j.deadline_at < now() - p_grace_ms * interval '1 millisecond')
-       and not svc_qs.attempt_closed(j.job_id, j.lease, j.slot, j.claim_id)),
+      cross join lateral (
+        select r.job_id, r.lease, r.kind from svc_qs.ready r
+         where r.queue = b.queue and r.priority = b.priority and r.shard = b.shard and r.slot = b.slot
+           and r.seq between b.first_seq and b.last_seq
+           and not exists (select 1 from svc_qs.skipped s where s.queue = r.queue and s.priority = r.priority
+                             and s.shard = r.shard and s.seq = r.seq and s.slot = r.slot)) r
+     where (b.worker = any(v_ids)
+            or b.at + ((b.policies -> r.kind ->> 'timeout_ms')::bigint + b.ttl_ms) * interval '1 millisecond'
+               < now() - p_grace_ms * interval '1 millisecond')
+       and not svc_qs.attempt_closed(r.job_id, r.lease + 1, b.slot, b.claim_id)),
   open_parked as (
     select p.job_id, p.lease, null::smallint as slot, p.attempted_by = any(v_ids) as by_dead, p.attempted_by as worker
       from svc_qs.parked p
@@ -121,12 +129,23 @@ declare
   v_taken jsonb;
   v integer;
 begin
+  -- Every attempt of the slot ended (the usual case): nothing to look at job by job.
+  if (svc_qs.slot_pins(p_slot)).open_claims = 0 then
+    return 0;
+  end if;
   select svc_qs.take_ring(coalesce(jsonb_agg(jsonb_build_object('ord', o, 'id', j.job_id, 'lease', j.lease,
                                                                 'action', 'move', 'slot', j.slot)), '[]'))
     into v_taken
-    from (select j.*, row_number() over () as o from svc_qs.claimed_jobs j
-           where j.slot = p_slot and j.claimed_at < now() - p_after_ms * interval '1 millisecond'
-             and not svc_qs.attempt_closed(j.job_id, j.lease, j.slot, j.claim_id)) j;
+    from (select r.job_id, r.lease + 1 as lease, c.slot, row_number() over () as o
+            from svc_qs.claims c
+            cross join lateral (
+              select r.job_id, r.lease from svc_qs.ready r
+               where r.queue = c.queue and r.priority = c.priority and r.shard = c.shard and r.slot = c.slot
+                 and r.seq between c.first_seq and c.last_seq
+                 and not exists (select 1 from svc_qs.skipped s where s.queue = r.queue and s.priority = r.priority
+                                   and s.shard = r.shard and s.seq = r.seq and s.slot = r.slot)) r
+           where c.slot = p_slot and c.at < now() - p_after_ms * interval '1 millisecond'
+             and not svc_qs.attempt_closed(r.job_id, r.lease + 1, c.slot, c.claim_id)) j;
   select count(*) into v from svc_qs.park_taken(v_taken, 'running');
   return v;
 end $$;
