@@ -29,7 +29,7 @@ create or replace function job_json(r jsonb) returns jsonb language sql stable s
 $$;
 
 -- Raises one of the stable errors of the SQL API: SQLSTATE P0001, the code in HINT.
-create or replace function raise_api(p_code text, p_message text) returns void language plpgsql set search_path from current as $$
+create or replace function raise_api(p_code text, p_message text) returns void language plpgsql set search_path from current set jit = off as $$
 begin
   raise exception using errcode = 'P0001', message = p_message, hint = p_code;
 end $$;
@@ -49,7 +49,7 @@ $$;
 
 -- The key of an enqueue's opts: an explicit `unique_key`, or `unique` ({by_args, by_queue, period_ms}).
 create or replace function opts_unique_key(p_kind text, p_args jsonb, p_queue text, p_run_at timestamptz, p_opts jsonb)
-returns text language plpgsql immutable set search_path from current as $$
+returns text language plpgsql immutable set search_path from current set jit = off as $$
 declare
   u jsonb := p_opts -> 'unique';
 begin
@@ -75,7 +75,7 @@ $$;
 -- Validates the options of enqueue (the SQL producer API) and fills the defaults; raises 22023 naming
 -- the problem. Returns {queue, priority, max_attempts, run_at, tags, metadata, unique_key, trace_context}.
 create or replace function enqueue_input(p_kind text, p_args jsonb, p_opts jsonb) returns jsonb
-language plpgsql stable set search_path from current as $$
+language plpgsql stable set search_path from current set jit = off as $$
 declare
   v_opts jsonb := coalesce(p_opts, '{}');
   v_queue text := coalesce(v_opts ->> 'queue', 'default');
@@ -134,7 +134,7 @@ create or replace function encode_job_cursor(p_id bigint) returns text language 
   select rtrim(encode(convert_to('id:' || p_id, 'UTF8'), 'base64'), '=')
 $$;
 
-create or replace function decode_job_cursor(p_cursor text) returns bigint language plpgsql immutable set search_path from current as $$
+create or replace function decode_job_cursor(p_cursor text) returns bigint language plpgsql immutable set search_path from current set jit = off as $$
 declare
   v text;
   m text[];
@@ -154,7 +154,7 @@ end $$;
 
 -- The WHERE clauses of a job listing filter {state, kind, queue, tag, q} (values as literals, checked),
 -- for a relation with the job columns.
-create or replace function job_filter_sql(p jsonb) returns text language plpgsql immutable set search_path from current as $$
+create or replace function job_filter_sql(p jsonb) returns text language plpgsql immutable set search_path from current set jit = off as $$
 declare
   w text[] := '{true}';
   v_states text[];

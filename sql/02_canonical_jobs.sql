@@ -2,12 +2,12 @@
 
 -- Functions on the hot paths are plpgsql, not sql: a plpgsql statement's plan is kept across calls, a
 -- SQL function's query is planned on every call (which cost more than running it, for the views).
-create or replace function canonical_get_job(p_id bigint) returns jsonb language plpgsql stable set search_path from current as $$
+create or replace function canonical_get_job(p_id bigint) returns jsonb language plpgsql stable set search_path from current set jit = off as $$
 begin
   return (select job_json(to_jsonb(j)) from jobs j where j.id = p_id);
 end $$;
 
-create or replace function canonical_list_jobs(p jsonb) returns jsonb language plpgsql stable set search_path from current as $$
+create or replace function canonical_list_jobs(p jsonb) returns jsonb language plpgsql stable set search_path from current set jit = off as $$
 declare
   v_limit integer := page_limit(p);
   v_rows jsonb[];
@@ -18,7 +18,7 @@ begin
   return job_page(v_rows, v_limit);
 end $$;
 
-create or replace function canonical_cancel_job(p_id bigint) returns jsonb language plpgsql set search_path from current as $$
+create or replace function canonical_cancel_job(p_id bigint) returns jsonb language plpgsql set search_path from current set jit = off as $$
 declare
   v jobs;
 begin
@@ -38,7 +38,7 @@ begin
   return job_json(to_jsonb(v));
 end $$;
 
-create or replace function canonical_retry_job(p_id bigint) returns jsonb language plpgsql set search_path from current as $$
+create or replace function canonical_retry_job(p_id bigint) returns jsonb language plpgsql set search_path from current set jit = off as $$
 declare
   v jobs;
 begin

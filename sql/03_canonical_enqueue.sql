@@ -2,7 +2,7 @@
 
 -- The canonical insert of the SQL producer API (one job).
 create or replace function canonical_enqueue(p_kind text, p_args jsonb, p_opts jsonb)
-returns table (job jsonb, duplicate boolean) language plpgsql set search_path from current as $$
+returns table (job jsonb, duplicate boolean) language plpgsql set search_path from current set jit = off as $$
 #variable_conflict use_column
 declare
   i jsonb := enqueue_input(p_kind, p_args, p_opts);
@@ -33,7 +33,7 @@ end $$;
 create or replace function canonical_enqueue_jobs(p_jobs jsonb)
 returns table (ord integer, id bigint, state text, run_at timestamptz, created_at timestamptz,
                unique_key text, duplicate boolean, existing jsonb)
-language plpgsql set search_path from current as $$
+language plpgsql set search_path from current set jit = off as $$
 #variable_conflict use_column
 declare
   v_out jsonb;

@@ -11,7 +11,7 @@ create or replace function canonical_fail_attempt(p_id bigint, p_lease integer, 
                                        p_delay_ms bigint default null,
                                        p_from job_state[] default '{running,waiting_external}',
                                        p_started_at timestamptz default null)
-returns jobs language plpgsql set search_path from current as $$
+returns jobs language plpgsql set search_path from current set jit = off as $$
 declare
   v jobs;
   v_final boolean;
@@ -47,7 +47,7 @@ end $$;
 -- kept; the lease keeps its new value, so a late writer of that claim changes nothing.
 ------------------------------------------------------------------------------------------------------
 create or replace function canonical_give_back(p_id bigint, p_lease integer) returns boolean
-language plpgsql set search_path from current as $$
+language plpgsql set search_path from current set jit = off as $$
 declare
   v_queue text;
 begin
@@ -65,7 +65,7 @@ end $$;
 -- Snoozing on canonical; while mixed the job moves to queue storage (a job that snoozes forever would
 -- otherwise keep the transition from finishing). Whether the attempt was still current.
 create or replace function canonical_snooze(p_id bigint, p_lease integer, p_delay_ms bigint) returns boolean
-language plpgsql set search_path from current as $$
+language plpgsql set search_path from current set jit = off as $$
 begin
   update jobs
      set state = 'scheduled', attempt = attempt - 1, run_at = now() + p_delay_ms * interval '1 millisecond',
@@ -82,7 +82,7 @@ end $$;
 
 -- Registers a callback for the running attempt (job id + run lease); supersedes older pending ones.
 create or replace function register_callback(p_job bigint, p_lease integer, p_timeout_ms bigint, p_kind text)
-returns uuid language plpgsql set search_path from current as $$
+returns uuid language plpgsql set search_path from current set jit = off as $$
 declare
   v_id uuid := gen_random_uuid();
   v_job jobs;
@@ -102,7 +102,7 @@ end $$;
 create or replace function canonical_resolve_callback(
   p_id uuid, p_action text, p_payload jsonb, p_error text, p_retryable boolean, p_timeout_seconds integer
 ) returns table (outcome text, job_id bigint, state job_state, timeout_at timestamptz)
-language plpgsql set search_path from current as $$
+language plpgsql set search_path from current set jit = off as $$
 #variable_conflict use_column
 declare
   v_job_id bigint;

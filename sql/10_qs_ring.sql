@@ -5,7 +5,7 @@
 -- queues, storage_state, helpers) and name their own tables with the queue-storage schema.
 ------------------------------------------------------------------------------------------------------
 
-create or replace function svc_qs.current_slot() returns smallint language plpgsql stable set search_path from current as $$
+create or replace function svc_qs.current_slot() returns smallint language plpgsql stable set search_path from current set jit = off as $$
 begin
   return (select slot from svc_qs.ring_rotations order by generation desc limit 1);
 end $$;
@@ -14,7 +14,7 @@ end $$;
 -- first the transaction's own shard (so a transaction that enqueues twice keeps one), then any free one,
 -- else it waits for its own. Rows of a lane shard commit in seq order because of this lock.
 create or replace function svc_qs.lock_lane(p_queue text, p_priority smallint) returns smallint
-language plpgsql set search_path from current as $$
+language plpgsql set search_path from current set jit = off as $$
 declare
   n constant integer := svc_qs.shards();
   v_first integer := (txid_current() % n)::integer;
@@ -35,7 +35,7 @@ end $$;
 -- Lane shards for the distinct (queue, priority) of jobs in `p_rows` (a jsonb array with queue and
 -- priority), locked in a fixed order: {"queue:priority": shard}.
 create or replace function svc_qs.lock_lanes(p_rows jsonb) returns jsonb
-language plpgsql set search_path from current as $$
+language plpgsql set search_path from current set jit = off as $$
 declare
   r record;
   v jsonb := '{}';
@@ -102,7 +102,7 @@ $$;
 
 -- Whether the attempt (job, lease) is open, and where: 'ring', or the parked row's state; null: ended.
 create or replace function svc_qs.attempt_place(p_job bigint, p_lease integer) returns text
-language plpgsql stable set search_path from current as $$
+language plpgsql stable set search_path from current set jit = off as $$
 begin
   return coalesce(
     (select p.state from svc_qs.parked p where p.job_id = p_job and p.lease = p_lease),

@@ -8,7 +8,7 @@
 create or replace function svc_qs.enqueue_jobs(p_jobs jsonb)
 returns table (ord integer, id bigint, state text, run_at timestamptz, created_at timestamptz,
                unique_key text, duplicate boolean, existing jsonb)
-language plpgsql set search_path from current as $$
+language plpgsql set search_path from current set jit = off as $$
 #variable_conflict use_column
 declare
   v_now timestamptz := now();
@@ -110,7 +110,7 @@ end $$;
 
 -- The SQL producer API on queue storage (one job): {job, duplicate}.
 create or replace function svc_qs.enqueue_one(p_kind text, p_args jsonb, p_opts jsonb)
-returns table (job jsonb, duplicate boolean) language plpgsql set search_path from current as $$
+returns table (job jsonb, duplicate boolean) language plpgsql set search_path from current set jit = off as $$
 #variable_conflict use_column
 declare
   i jsonb := enqueue_input(p_kind, p_args, p_opts);

@@ -41,7 +41,7 @@ returns table (slot smallint, queue text, priority smallint, shard smallint, seq
                trace_context text, claimed_at timestamptz, deadline_at timestamptz, prefetched boolean,
                effective_max_attempts integer, retry_delay_ms bigint, callback_id uuid,
                callback_timeout_at timestamptz, claim_id bigint)
-language plpgsql set search_path from current set plan_cache_mode = force_generic_plan as $$
+language plpgsql set search_path from current set jit = off set plan_cache_mode = force_generic_plan as $$
 #variable_conflict use_column
 declare
   -- Ring slots holding rows: the statement below reads only their partitions. The padding matches none.

@@ -7,7 +7,7 @@
 -- SERIALIZABLE transaction (whose snapshot predates the lock) completes through close_attempts, whose
 -- per-attempt rows have the unique backstop. Returns the ids completed.
 create or replace function svc_qs.complete(p_items jsonb, p_keep boolean) returns setof bigint
-language plpgsql set search_path from current set plan_cache_mode = force_generic_plan as $$
+language plpgsql set search_path from current set jit = off set plan_cache_mode = force_generic_plan as $$
 declare
   v_done bigint[] := '{}';
   v_rest jsonb;

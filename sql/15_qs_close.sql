@@ -10,7 +10,7 @@
 -- that no completion ended (the closed primary key makes the first writer win). Returns what it took:
 -- the item's ord with the job's body and the attempt.
 create or replace function svc_qs.take_ring(p_items jsonb) returns jsonb
-language plpgsql set search_path from current as $$
+language plpgsql set search_path from current set jit = off as $$
 declare
   v_att jsonb;
   v_out jsonb;
@@ -58,7 +58,7 @@ end $$;
 
 -- take_ring, then the attempts moved out of the ring (parked rows, deleted). Same items and result.
 create or replace function svc_qs.take(p_items jsonb) returns jsonb
-language plpgsql set search_path from current as $$
+language plpgsql set search_path from current set jit = off as $$
 declare
   v_ring jsonb := svc_qs.take_ring(p_items);
   v_parked jsonb;
@@ -98,7 +98,7 @@ end $$;
 -- Returns the items applied with the job's new state.
 create or replace function svc_qs.close_attempts(p_items jsonb)
 returns table (ord integer, job_id bigint, state text)
-language plpgsql set search_path from current as $$
+language plpgsql set search_path from current set jit = off as $$
 #variable_conflict use_column
 declare
   v_taken jsonb := svc_qs.take(p_items);
@@ -214,7 +214,7 @@ $$;
 -- Committed without waiting for the WAL flush (a park lost in a crash leaves the attempt running in the
 -- ring, and its runtime's rescue retries it).
 create or replace function svc_qs.park(p_items jsonb) returns setof bigint
-language plpgsql set search_path from current as $$
+language plpgsql set search_path from current set jit = off as $$
 declare
   v_items jsonb;
   v_taken jsonb;

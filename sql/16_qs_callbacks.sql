@@ -3,7 +3,7 @@
 -- Registers a callback for the open attempt (job, lease); older pending callbacks of the job are
 -- superseded. Null when the attempt is no longer open.
 create or replace function svc_qs.register_callback(p_job bigint, p_lease integer, p_timeout_ms bigint, p_kind text)
-returns uuid language plpgsql set search_path from current as $$
+returns uuid language plpgsql set search_path from current set jit = off as $$
 declare
   v_id uuid := gen_random_uuid();
   v_attempt integer;
@@ -25,7 +25,7 @@ end $$;
 create or replace function svc_qs.resolve_callback(
   p_id uuid, p_action text, p_payload jsonb, p_error text, p_retryable boolean, p_timeout_seconds integer
 ) returns table (outcome text, job_id bigint, state job_state, timeout_at timestamptz)
-language plpgsql set search_path from current as $$
+language plpgsql set search_path from current set jit = off as $$
 #variable_conflict use_column
 declare
   v_cb svc_qs.callbacks;
@@ -88,7 +88,7 @@ end $$;
 -- Callbacks in one call and one commit, each exactly as resolve_callback, in job-id order.
 create or replace function svc_qs.resolve_callbacks(p_items json)
 returns table (ord integer, outcome text, job_id bigint, state job_state, timeout_at timestamptz)
-language plpgsql set search_path from current as $$
+language plpgsql set search_path from current set jit = off as $$
 #variable_conflict use_column
 declare
   r record;
@@ -108,7 +108,7 @@ end $$;
 -- `callback timed out`; pending callbacks of attempts that already ended are marked expired.
 create or replace function svc_qs.expire_callbacks(p_batch integer default 1000)
 returns table (id bigint, kind text, state text, callback_id uuid)
-language plpgsql set search_path from current as $$
+language plpgsql set search_path from current set jit = off as $$
 #variable_conflict use_column
 declare
   cb record;

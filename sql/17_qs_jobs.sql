@@ -1,13 +1,13 @@
 -- Queue storage: job reads and admin changes (get, list, cancel, retry, bulk).
 
-create or replace function svc_qs.get_job(p_id bigint) returns jsonb language plpgsql stable set search_path from current as $$
+create or replace function svc_qs.get_job(p_id bigint) returns jsonb language plpgsql stable set search_path from current set jit = off as $$
 begin
   return (select job_json(to_jsonb(j)) from svc_qs.jobs j where j.id = p_id order by j.lease desc limit 1);
 end $$;
 
 -- A page of jobs, newest first: each place of a job (available, running, parked, deferred, finished)
 -- is read newest first with the filter and the page size, and the pages are merged.
-create or replace function svc_qs.list_jobs(p jsonb) returns jsonb language plpgsql stable set search_path from current as $$
+create or replace function svc_qs.list_jobs(p jsonb) returns jsonb language plpgsql stable set search_path from current set jit = off as $$
 declare
   v_limit integer := page_limit(p);
   v_where text := job_filter_sql(p);
@@ -25,7 +25,7 @@ begin
 end $$;
 
 -- Cancels a job that has not finished, wherever it is; raises job_not_found / invalid_state.
-create or replace function svc_qs.cancel_job(p_id bigint) returns jsonb language plpgsql set search_path from current as $$
+create or replace function svc_qs.cancel_job(p_id bigint) returns jsonb language plpgsql set search_path from current set jit = off as $$
 declare
   v_job jsonb;
   v_done boolean := false;
@@ -90,7 +90,7 @@ begin
 end $$;
 
 -- Retries a finished job now: a new life at the end of its lane, attempt 0, errors kept.
-create or replace function svc_qs.retry_job(p_id bigint) returns jsonb language plpgsql set search_path from current as $$
+create or replace function svc_qs.retry_job(p_id bigint) returns jsonb language plpgsql set search_path from current set jit = off as $$
 declare
   v_job jsonb;
   v_shard smallint;
@@ -127,7 +127,7 @@ end $$;
 -- jobs first and then the running ones by ascending claim batch, so that the locks this transaction
 -- collects follow the one lock order (claim locks, then claim batch locks ascending).
 create or replace function svc_qs.bulk(p_filter jsonb, p_action text, p_dry_run boolean) returns bigint
-language plpgsql set search_path from current as $$
+language plpgsql set search_path from current set jit = off as $$
 declare
   v_where text := job_filter_sql(p_filter - 'cursor' - 'q' - 'tag');
   v_sql text;

@@ -3,7 +3,7 @@
 
 -- Moves due scheduled and retryable jobs to the end of their lanes; wakes their queues. Returns how many.
 create or replace function svc_qs.promote(p_batch integer default 1000) returns integer
-language plpgsql set search_path from current as $$
+language plpgsql set search_path from current set jit = off as $$
 declare
   v_rows jsonb;
   v_shards jsonb;
@@ -47,7 +47,7 @@ end $$;
 create or replace function svc_qs.rescue(p_rescue_after_ms bigint, p_grace_ms bigint, p_deadline_since timestamptz,
                                          p_unknown boolean)
 returns table (id bigint, kind text, state text, reason text)
-language plpgsql set search_path from current as $$
+language plpgsql set search_path from current set jit = off as $$
 #variable_conflict use_column
 declare
   v_items jsonb := '[]';
@@ -124,13 +124,16 @@ end $$;
 -- Moves attempts claimed more than p_after_ms ago in slot p_slot out of the ring (closure `move`, a parked
 -- row in state running), so that a long job does not pin its slot. Returns how many.
 create or replace function svc_qs.move_long_attempts(p_slot smallint, p_after_ms bigint) returns integer
-language plpgsql set search_path from current as $$
+language plpgsql set search_path from current set jit = off as $$
 declare
   v_taken jsonb;
   v integer;
 begin
-  -- Every attempt of the slot ended (the usual case): nothing to look at job by job.
-  if (svc_qs.slot_pins(p_slot)).open_claims = 0 then
+  -- Every attempt of the slot ended (the usual case): nothing to look at job by job. Counted from the claim
+  -- and closure rows only (a slot's ready rows are many more).
+  if (select coalesce(sum(n), 0) from svc_qs.claims where slot = p_slot)
+     - (select coalesce(sum(cardinality(ids)), 0) from svc_qs.completions where slot = p_slot)
+     - (select count(*) from svc_qs.closed where slot = p_slot) <= 0 then
     return 0;
   end if;
   select svc_qs.take_ring(coalesce(jsonb_agg(jsonb_build_object('ord', o, 'id', j.job_id, 'lease', j.lease,

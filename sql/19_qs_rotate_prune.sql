@@ -4,7 +4,7 @@
 -- p_interval_ms and holds rows. Returns the new slot, or null (not due, current slot empty, ring full).
 -- Two leaders at once: the generation's primary key lets one win.
 create or replace function svc_qs.rotate(p_interval_ms bigint) returns smallint
-language plpgsql set search_path from current as $$
+language plpgsql set search_path from current set jit = off as $$
 declare
   v_gen bigint;
   v_slot smallint;
@@ -63,7 +63,7 @@ create or replace function svc_qs.sealed_at(p_slot smallint) returns timestamptz
 $$;
 
 create or replace function svc_qs.prune(p_slot smallint, p_lock_wait_ms integer, p_forward boolean, p_keep_ms bigint)
-returns text language plpgsql set search_path from current as $$
+returns text language plpgsql set search_path from current set jit = off as $$
 declare
   v_pins record;
   v_queue text;
@@ -76,6 +76,14 @@ begin
   end if;
   if svc_qs.slot_empty(p_slot) then
     return 'empty';
+  end if;
+  -- Retained, the usual answer for a sealed slot (every sealed slot, with a long retention), found without
+  -- counting the slot's rows: its completed jobs stay readable until the completed retention has passed
+  -- since it was sealed.
+  if svc_qs.sealed_at(p_slot) > now() - p_keep_ms * interval '1 millisecond'
+     and (exists (select 1 from svc_qs.completions where slot = p_slot)
+          or exists (select 1 from svc_qs.closed where slot = p_slot and outcome = 'complete')) then
+    return 'retained';
   end if;
   v_pins := svc_qs.slot_pins(p_slot);
   if v_pins.open_claims > 0 then
@@ -142,7 +150,7 @@ end $$;
 -- A range is attached to its class's table (SHARE UPDATE EXCLUSIVE on the parent, so writers go on);
 -- locks are awaited at most p_lock_wait_ms. Returns how many were created.
 create or replace function svc_qs.ensure_history(p_class text, p_width_ms bigint, p_ahead integer, p_lock_wait_ms integer)
-returns integer language plpgsql set search_path from current as $$
+returns integer language plpgsql set search_path from current set jit = off as $$
 declare
   v_parent text := 'history_' || p_class;
   v_upper timestamptz;
@@ -181,7 +189,7 @@ end $$;
 -- partition (only rows written while no range covered their time). Returns rows removed (estimated
 -- for dropped ranges).
 create or replace function svc_qs.expire_history(p_class text, p_retention_ms bigint, p_lock_wait_ms integer)
-returns bigint language plpgsql set search_path from current as $$
+returns bigint language plpgsql set search_path from current set jit = off as $$
 declare
   r record;
   v_n bigint := 0;

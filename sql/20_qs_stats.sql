@@ -4,7 +4,7 @@
 -- listed in `approximate`. The age of the oldest available job comes from the next claimable row of
 -- each lane. [{name, paused, counts, approximate, oldest_available_age_seconds}]
 create or replace function svc_qs.queue_stats(p_cap integer) returns jsonb
-language plpgsql stable set search_path from current as $$
+language plpgsql stable set search_path from current set jit = off as $$
 declare
   q record;
   st text;

@@ -4,7 +4,7 @@
 -- Creates the day partitions of both sample tables from yesterday to p_ahead days ahead (UTC), and drops the
 -- partitions whose day ended more than p_keep_days ago. Returns the number of partitions dropped.
 create or replace function ensure_sample_partitions(p_keep_days integer, p_ahead integer default 1) returns integer
-language plpgsql set search_path from current as $$
+language plpgsql set search_path from current set jit = off as $$
 declare
   v_today date := (now() at time zone 'UTC')::date;
   d date;
@@ -100,7 +100,7 @@ $$;
 -- Writes the samples of one minute once (p_queues: [{queue, depth, depth_estimated, age}], p_kinds: rows of
 -- the sums of finished_attempts), creating its day partition when missing. Whether this call wrote them.
 create or replace function record_samples(p_minute timestamptz, p_queues jsonb, p_kinds jsonb) returns boolean
-language plpgsql set search_path from current as $$
+language plpgsql set search_path from current set jit = off as $$
 begin
   insert into samples_taken (minute) values (p_minute) on conflict do nothing;
   if not found then

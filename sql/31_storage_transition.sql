@@ -6,7 +6,7 @@
 -- active (which is final) the state row is read FOR KEY SHARE: a state change (FOR UPDATE) waits for
 -- the producers that routed by the old state, and a REPEATABLE READ producer with a stale snapshot
 -- gets a serialization error instead of routing wrongly.
-create or replace function write_route() returns text language plpgsql set search_path from current as $$
+create or replace function write_route() returns text language plpgsql set search_path from current set jit = off as $$
 declare
   v text;
 begin
@@ -34,7 +34,7 @@ $$;
 -- parked with its callback. With p_retry, finished jobs are retried into queue storage (attempt 0). Jobs in
 -- other states (running; waiting for an in-process handler) stay where they are. Returns how many moved.
 create or replace function svc_qs.adopt(p_ids bigint[], p_retry boolean default false) returns integer
-language plpgsql set search_path from current as $$
+language plpgsql set search_path from current set jit = off as $$
 declare
   v_rows jsonb;
   v_ids bigint[];
@@ -108,7 +108,7 @@ end $$;
 -- The leader's part of a mixed transition: canonical scheduled and retryable jobs, and parked HTTP
 -- attempts, move to queue storage (available ones are drained in place by the workers). Returns how many.
 create or replace function svc_qs.adopt_waiting(p_batch integer default 1000) returns integer
-language plpgsql set search_path from current as $$
+language plpgsql set search_path from current set jit = off as $$
 declare
   v_ids bigint[];
   v_n integer := 0;
@@ -134,7 +134,7 @@ end $$;
 -- jobs table move to queue storage at once, keeping their ids. A unique key already held in queue storage
 -- raises unique_violation, as canonical's own index would.
 create or replace function canonical_jobs_moved_statement() returns trigger
-language plpgsql set search_path from current as $$
+language plpgsql set search_path from current set jit = off as $$
 declare
   v_taken text;
 begin
@@ -172,7 +172,7 @@ $$;
 -- Queue-storage tables that hold job data (commented 'svc:job-data'), read from the catalog, that are
 -- not empty.
 create or replace function svc_qs.nonempty_job_tables() returns text[]
-language plpgsql stable set search_path from current as $$
+language plpgsql stable set search_path from current set jit = off as $$
 declare
   r record;
   v text[] := '{}';
@@ -193,7 +193,7 @@ end $$;
 
 -- The transition's state for `svc storage status --json` and GET /api/storage. Reads without locks.
 create or replace function storage_status(p_live_ms bigint default 90000) returns jsonb
-language plpgsql stable set search_path from current as $$
+language plpgsql stable set search_path from current set jit = off as $$
 declare
   s storage_state;
   v_backlog bigint;
@@ -261,7 +261,7 @@ end $$;
 -- 'prepare', 'enter-mixed-transition', 'finalize', 'abort'. Returns {outcome: changed | noop | blocked,
 -- state (after), message}. Every change is announced on <schema>_storage.
 create or replace function storage_step(p_command text, p_live_ms bigint default 90000) returns jsonb
-language plpgsql set search_path from current as $$
+language plpgsql set search_path from current set jit = off as $$
 declare
   s storage_state;
   v_status jsonb;

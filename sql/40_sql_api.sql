@@ -11,7 +11,7 @@ returns table (id bigint, kind text, queue text, args jsonb, state job_state, pr
                tags text[], metadata jsonb, result jsonb, unique_key text, callback_id uuid,
                callback_timeout_at timestamptz, lease integer, attempted_by text, trace_context text,
                effective_max_attempts integer, claimed_at timestamptz, duplicate boolean)
-language plpgsql set search_path from current as $$
+language plpgsql set search_path from current set jit = off as $$
 #variable_conflict use_column
 declare
   v_job jsonb;
@@ -39,7 +39,7 @@ end $$;
 create or replace function enqueue_jobs(p_jobs jsonb)
 returns table (ord integer, id bigint, state text, run_at timestamptz, created_at timestamptz,
                unique_key text, duplicate boolean, existing jsonb)
-language plpgsql set search_path from current as $$
+language plpgsql set search_path from current set jit = off as $$
 begin
   if write_route() = 'queue_storage' then
     return query select * from svc_qs.enqueue_jobs(p_jobs);
@@ -48,7 +48,7 @@ begin
   end if;
 end $$;
 
-create or replace function get_job(p_id bigint) returns jsonb language plpgsql stable set search_path from current as $$
+create or replace function get_job(p_id bigint) returns jsonb language plpgsql stable set search_path from current set jit = off as $$
 begin
   return coalesce(case when read_queue_storage() then svc_qs.get_job(p_id) end,
                   case when read_canonical() then canonical_get_job(p_id) end);
@@ -56,7 +56,7 @@ end $$;
 
 -- {jobs, next_cursor}; filters {state, kind, queue, tag, q, limit, cursor}.
 create or replace function list_jobs(p_filter jsonb default '{}') returns jsonb
-language plpgsql stable set search_path from current as $$
+language plpgsql stable set search_path from current set jit = off as $$
 declare
   v_q jsonb;
   v_c jsonb;
@@ -83,7 +83,7 @@ begin
                         then encode_job_cursor((v_rows[least(v_limit, cardinality(v_rows))] ->> 'id')::bigint) end);
 end $$;
 
-create or replace function cancel_job(p_id bigint) returns jsonb language plpgsql set search_path from current as $$
+create or replace function cancel_job(p_id bigint) returns jsonb language plpgsql set search_path from current set jit = off as $$
 begin
   if read_canonical() and exists (select 1 from jobs where id = p_id) then
     return canonical_cancel_job(p_id);
@@ -94,7 +94,7 @@ begin
   perform raise_api('job_not_found', format('job %s not found', p_id));
 end $$;
 
-create or replace function retry_job(p_id bigint) returns jsonb language plpgsql set search_path from current as $$
+create or replace function retry_job(p_id bigint) returns jsonb language plpgsql set search_path from current set jit = off as $$
 declare
   v jobs;
 begin
@@ -122,7 +122,7 @@ create or replace function resolve_callback(
   p_id uuid, p_action text, p_payload jsonb default null, p_error text default null, p_retryable boolean default null,
   p_timeout_seconds integer default null
 ) returns table (outcome text, job_id bigint, state job_state, timeout_at timestamptz)
-language plpgsql set search_path from current as $$
+language plpgsql set search_path from current set jit = off as $$
 #variable_conflict use_column
 begin
   if exists (select 1 from callbacks c where c.id = p_id) then
@@ -134,7 +134,7 @@ end $$;
 
 create or replace function resolve_callbacks(p_items json)
 returns table (ord integer, outcome text, job_id bigint, state job_state, timeout_at timestamptz)
-language plpgsql set search_path from current as $$
+language plpgsql set search_path from current set jit = off as $$
 #variable_conflict use_column
 declare
   r record;
@@ -155,7 +155,7 @@ end $$;
 -- names, wherever it lives: the count and the last refusal {status, code, at}, in place (one row, no
 -- growth). Whether a pending callback was found.
 create or replace function record_callback_rejection(p_id uuid, p_status integer, p_code text) returns boolean
-language plpgsql set search_path from current as $$
+language plpgsql set search_path from current set jit = off as $$
 declare
   v_last jsonb := jsonb_build_object('status', p_status, 'code', p_code, 'at', iso(now()));
 begin
