@@ -19,7 +19,9 @@
 import postgres from "postgres";
 import { startCluster } from "../tests/helpers/pg_cluster.ts";
 import { createClient, createWorker, silentLogger } from "../mod.ts";
-import type { RingReport } from "../src/storage/engine.ts";
+import { QueueStorageEngine } from "../src/storage/queue_storage/engine.ts";
+
+const originalMaintainRing = QueueStorageEngine.prototype.maintainRing;
 
 interface Args {
   minutes: number;
@@ -93,9 +95,12 @@ async function soakEngine(
       claimMs.push(performance.now() - t);
     }
   };
-  const ring = eng.maintainRing.bind(client.engine);
-  eng.maintainRing = async (...x) => {
-    const r = await ring(...x) as RingReport;
+  // The leader's ring upkeep runs on an engine of its own (its fenced connection): count the prune outcomes
+  // of every queue-storage engine of this process.
+  const proto = QueueStorageEngine.prototype;
+  const ring = originalMaintainRing;
+  proto.maintainRing = async function (this: QueueStorageEngine, ...x: Parameters<typeof ring>) {
+    const r = await ring.apply(this, x);
     for (const o of Object.values(r.pruned)) prunes[o] = (prunes[o] ?? 0) + 1;
     return r;
   };
