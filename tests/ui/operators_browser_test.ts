@@ -88,6 +88,8 @@ for (const [label, viewport] of [["desktop", DESKTOP], ["phone", PHONE]] as cons
         for (const path of ["/", "/running", "/jobs", "/queues", "/kinds", "/cron", "/runtimes"]) {
           await page.goto(base + path);
           await page.locator("[data-testid^=page-]").first().waitFor();
+          // Measure the page with its data, not its "Loading…" placeholder.
+          await page.getByText("Loading…").first().waitFor({ state: "detached" });
           await assertFits(page, path);
         }
       }, { viewport }),

@@ -30,7 +30,7 @@ export function Queues() {
       <h1>Queues</h1>
       {!res.data ? <p class="muted">Loading…</p> : (
         <TableWrap label="Queues" testid="queues-table">
-          <table class="stacked">
+          <table class="stacked wrap-heads">
             <thead>
               <tr>
                 <th scope="col">Queue</th>
