@@ -1,5 +1,41 @@
 -- Queue storage: completions, the hot path (one completions row per claim batch and slot).
 
+-- The writes of one slot: a function per ring slot (complete_in_slot_<slot>) names that slot's partitions
+-- (claims_<slot>, closed_<slot>, completions_<slot>) directly, so its cached plan probes three small tables
+-- instead of starting an index scan in every partition of the parents for each item (as the claim does,
+-- 13_qs_claim.sql). The slot count is fixed when queue storage is installed; the block below writes them.
+do $gen$
+declare
+  v_slots integer := (select qs_slots from storage_state);
+  v_calls text := (select string_agg(format('when %1$s then svc_qs.complete_in_slot_%1$s(p_items)', i), ' ' order by i)
+                     from generate_series(0, v_slots - 1) i);
+begin
+  for i in 0 .. v_slots - 1 loop
+    execute format($slot$
+create or replace function svc_qs.complete_in_slot_%1$s(p_items jsonb) returns bigint[]
+language plpgsql set search_path from current set jit = off as $$
+declare
+  v_done bigint[];
+begin
+  with ins as (
+    insert into svc_qs.completions_%1$s (slot, claim_id, ids, leases, started_at, results)
+    select %1$s, i.claim, array_agg(i.id), array_agg(i.lease), array_agg(coalesce(i.started_at, now())),
+           array_agg(i.result)
+      from jsonb_to_recordset(p_items) as i(id bigint, lease integer, slot smallint, claim bigint,
+                                            started_at timestamptz, result jsonb)
+     where i.claim is not null and i.slot = %1$s
+       and (select true from svc_qs.claims_%1$s c where c.claim_id = i.claim limit 1)
+       and (select true from svc_qs.closed_%1$s c where c.job_id = i.id and c.lease = i.lease limit 1) is null
+       and (select true from svc_qs.completions_%1$s x where x.claim_id = i.claim and i.id = any(x.ids)
+             limit 1) is null
+     group by i.claim
+    returning ids)
+  select coalesce(array_agg(u), '{}') into v_done from ins, unnest(ins.ids) u;
+  return v_done;
+end $$
+$slot$, i);
+  end loop;
+  execute replace($fn$
 -- Completions, the hot path: items {id, lease, slot, claim, started_at, result[, unique_key]} of attempts
 -- this worker claimed. Under the claim batches' locks (ascending), a new statement keeps the attempts no
 -- closer ended and writes them as one completions row per claim and slot. Items it cannot complete here
@@ -12,26 +48,19 @@ declare
   v_done bigint[] := '{}';
   v_rest jsonb;
   v_keys jsonb;
+  v_slot smallint;
 begin
   if current_setting('transaction_isolation') = 'read committed' then
     perform pg_advisory_xact_lock(svc_qs.batch_lock_key(b.claim))
        from (select distinct (x ->> 'claim')::bigint as claim from jsonb_array_elements(p_items) x
               where x ->> 'claim' is not null order by 1) b;
-    with ins as (
-      insert into svc_qs.completions (slot, claim_id, ids, leases, started_at, results)
-      select i.slot, i.claim, array_agg(i.id), array_agg(i.lease), array_agg(coalesce(i.started_at, now())),
-             array_agg(i.result)
-        from jsonb_to_recordset(p_items) as i(id bigint, lease integer, slot smallint, claim bigint,
-                                              started_at timestamptz, result jsonb)
-       where i.claim is not null
-         and (select true from svc_qs.claims c where c.claim_id = i.claim and c.slot = i.slot limit 1)
-         and (select true from svc_qs.closed c where c.job_id = i.id and c.lease = i.lease and c.slot = i.slot
-               limit 1) is null
-         and (select true from svc_qs.completions x where x.claim_id = i.claim and x.slot = i.slot
-                 and i.id = any(x.ids) limit 1) is null
-       group by i.slot, i.claim
-      returning ids)
-    select coalesce(array_agg(u), '{}') into v_done from ins, unnest(ins.ids) u;
+    -- One call per ring slot of the items (nearly always one), to that slot's own function.
+    for v_slot in
+      select distinct (x ->> 'slot')::smallint from jsonb_array_elements(p_items) x
+       where x ->> 'claim' is not null and x ->> 'slot' is not null
+    loop
+      v_done := v_done || case v_slot /*slot calls*/ else '{}'::bigint[] end;
+    end loop;
     if cardinality(v_done) > 0 then
       select jsonb_object_agg(x ->> 'id', x ->> 'unique_key') into v_keys
         from jsonb_array_elements(p_items) x where x ->> 'unique_key' is not null;
@@ -51,3 +80,5 @@ begin
     return query select c.job_id from svc_qs.close_attempts(v_rest) c;
   end if;
 end $$;
+$fn$, '/*slot calls*/', v_calls);
+end $gen$;

@@ -72,22 +72,34 @@ export interface InFlight {
  * can be reused: the outcome is written and the handler has returned. An aborted handler (cancel, deadline,
  * shutdown) has its outcome written at once but keeps its slot until it returns (src/worker/stuck.ts).
  */
+/** What a handler's attempt came to. */
+type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
+
 export function execute(
   job: Job,
   d: ExecutorDeps,
   onSettled: () => void,
   onRecorded?: () => void,
 ): InFlight {
-  const ac = new AbortController();
+  // The signal is made when the handler first reads `ctx.signal` (most never do); an abort before that
+  // hands it out already aborted.
+  let ac: AbortController | null = null;
+  const signalOf = (): AbortSignal => {
+    if (!ac) {
+      ac = new AbortController();
+      if (abortedWith) ac.abort(abortedWith);
+    }
+    return ac.signal;
+  };
   let abortedWith: AbortReason | null = null;
-  let abortNow!: () => void;
-  const aborted = new Promise<void>((r) => (abortNow = r));
+  /** Ends the wait for the handler's outcome (set while the handler runs). */
+  let stopWaiting: ((o: null) => void) | null = null;
   const abort = (reason: AbortReason) => {
     if (abortedWith) return;
     abortedWith = reason;
     abortedAt = Date.now();
-    ac.abort(reason);
-    abortNow();
+    ac?.abort(reason);
+    stopWaiting?.(null);
   };
   const runner = d.runners.get(job.kind);
   const timer = runner?.timeout ? setTimeout(() => abort("deadline"), runner.timeout) : null;
@@ -98,7 +110,7 @@ export function execute(
 
   const tx = attemptTx();
   const done = (async () => {
-    let outcome: { ok: true; value: unknown } | { ok: false; error: unknown };
+    let outcome: Outcome;
     const m = d.jobMetrics(job);
     const startedAt = Date.now();
     m.pickupLag.observe(Math.max(0, startedAt - job.runAt.getTime()) / 1000);
@@ -108,7 +120,7 @@ export function execute(
     } else {
       const ctx = createJobContext(
         job,
-        ac.signal,
+        signalOf,
         d.engine,
         d.waiters,
         d.pollInterval * 4,
@@ -118,13 +130,24 @@ export function execute(
       );
       if (t) bindAttemptContext(ctx, t.context);
       const run = async () => await runner.run(job, ctx);
-      const p = (t ? withContext(t.context, run) : run()).then(
-        (value) => ({ ok: true as const, value }),
-        (error) => ({ ok: false as const, error }),
-      );
+      const p = t ? withContext(t.context, run) : run();
       handlerReturned = false;
-      handlerSettled = p.finally(() => handlerReturned = true);
-      outcome = await Promise.race([p, aborted.then(() => null)]) ?? { ok: false, error: null };
+      // The handler's outcome, or null once the attempt is aborted (the handler may still be running).
+      outcome = await new Promise<Outcome | null>((resolve) => {
+        stopWaiting = resolve;
+        if (abortedWith) resolve(null);
+        handlerSettled = p.then(
+          (value) => {
+            handlerReturned = true;
+            resolve({ ok: true, value });
+          },
+          (error) => {
+            handlerReturned = true;
+            resolve({ ok: false, error });
+          },
+        );
+      }) ?? { ok: false, error: null };
+      stopWaiting = null;
       // A transaction the handler left running (not awaited) ends before the outcome is decided: it may
       // complete the job. An aborted attempt does not wait (its outcome is lease-guarded either way).
       if (!abortedWith && tx.pending) await tx.pending;
@@ -142,12 +165,12 @@ export function execute(
       d.engine.forgetAttempt?.(job);
     }
   })();
-  const released = done.then(async () => {
+  const released = done.then(() => {
     onRecorded?.();
     if (handlerReturned) return;
     // Aborted and not returned yet: the slot stays taken until it does; past the grace it is stuck.
     if (d.stuck) {
-      await d.stuck.watch(
+      return d.stuck.watch(
         {
           job_id: job.id,
           lease: job.lease,
@@ -159,9 +182,8 @@ export function execute(
         handlerSettled,
         d.stuckGraceMs ?? 5_000,
       );
-    } else {
-      await handlerSettled.catch(() => {});
     }
+    return handlerSettled.then(() => {}, () => {});
   }).finally(() => {
     d.slots?.delete(released);
     onSettled();

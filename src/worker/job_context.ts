@@ -146,7 +146,8 @@ const DEFAULT_CALLBACK_TIMEOUT = 3_600_000;
 
 export function createJobContext(
   job: Job,
-  signal: AbortSignal,
+  /** The attempt's abort signal, or a function that makes it when first read. */
+  signalOf: AbortSignal | (() => AbortSignal),
   engine: StorageEngine,
   waiters: CallbackWaiters,
   pollMs: number,
@@ -166,14 +167,20 @@ export function createJobContext(
       );
     }
   };
+  const signal = () => typeof signalOf === "function" ? signalOf() : signalOf;
+  let logger: Logger | null = null;
   const viaClient = (): Enqueuer => {
     if (!enqueuer) throw new SvcError("ctx.enqueue: this context has no client", "invalid_state");
     return enqueuer;
   };
   return {
-    signal,
+    get signal() {
+      return signal();
+    },
     traceparent,
-    logger: jobLogger(extras.logger ?? silentLogger, job),
+    get logger() {
+      return logger ??= jobLogger(extras.logger ?? silentLogger, job);
+    },
     enqueue(kind, ...rest) {
       noTx(rest[1], "ctx.enqueue");
       return (open ?? viaClient()).enqueue(kind, ...rest);
@@ -274,11 +281,12 @@ export function createJobContext(
       const wake = new Wakeup();
       const off = waiters.on(callbackId, () => wake.notify());
       const onAbort = () => wake.notify();
-      signal.addEventListener("abort", onAbort);
+      const sig = signal();
+      sig.addEventListener("abort", onAbort);
       try {
         await engine.park(job.id, job.lease, callbackId);
         for (;;) {
-          if (signal.aborted) throw new CallbackEndedError(`wait aborted: ${signal.reason}`);
+          if (sig.aborted) throw new CallbackEndedError(`wait aborted: ${sig.reason}`);
           const cb = await engine.getCallback(callbackId);
           if (!cb || cb.jobId !== job.id) {
             throw new CallbackEndedError(`callback ${callbackId} not found for this job`);
@@ -296,7 +304,7 @@ export function createJobContext(
         }
       } finally {
         off();
-        signal.removeEventListener("abort", onAbort);
+        sig.removeEventListener("abort", onAbort);
       }
     },
   };

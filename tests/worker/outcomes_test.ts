@@ -155,10 +155,13 @@ Deno.test("a database outage while outcomes are written: completion, failure and
         const st = got.map((j) => j?.state);
         return st[0] === "completed" && st[1] === "failed" && st[2] === "scheduled" ? got : null;
       },
-      30_000,
+      50_000,
       "the three outcomes to land",
     );
-    assert.ok(Date.now() - t0 < 20_000, "written after the restart, not by a rescue");
+    // Not a rescue: that comes after a minute and carries neither the result nor the handler's error
+    // (checked below). The bound leaves a loaded machine room (CI once took over 20 s from the restart).
+    const took = Date.now() - t0;
+    assert.ok(took < 45_000, `written ${took} ms after the restart, before any rescue`);
     assert.deepEqual(states![0]!.result, { done: true });
     assert.equal(states![1]!.attempt, 1);
     assert.equal(states![1]!.errors[0].error, "failed after the outage");
