@@ -5,8 +5,9 @@ create or replace function backoff_delay(attempt integer) returns interval langu
   select make_interval(secs => least(power(2, least(attempt, 30))::float8, 86400) * (1 + random() * 0.25))
 $$;
 
--- RFC 3339 in UTC with milliseconds, exactly as JavaScript's Date.prototype.toISOString writes it.
-create or replace function iso(t timestamptz) returns text language sql stable set search_path from current as $$
+-- RFC 3339 in UTC with milliseconds, exactly as JavaScript's Date.prototype.toISOString writes it. Built-in
+-- functions only and no settings, so the planner inlines it (with `set search_path` each call planned again).
+create or replace function iso(t timestamptz) returns text language sql stable as $$
   select to_char(t at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
 $$;
 

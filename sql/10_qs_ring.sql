@@ -69,25 +69,31 @@ $$;
 
 -- The highest claimed position of each lane shard.
 create or replace function svc_qs.lane_cursor(p_queue text, p_priority smallint, p_shard smallint) returns bigint
-language sql stable set search_path from current as $$
-  select coalesce((select c.last_seq from svc_qs.claims c
+language plpgsql stable set jit = off as $$
+begin
+  return coalesce((select c.last_seq from svc_qs.claims c
                     where c.queue = p_queue and c.priority = p_priority and c.shard = p_shard
-                    order by c.last_seq desc limit 1), 0)
-$$;
+                    order by c.last_seq desc limit 1), 0);
+end $$;
 
 -- Whether the claimed attempt (job, lease) of claim p_claim in slot p_slot has ended.
 create or replace function svc_qs.attempt_closed(p_job bigint, p_lease integer, p_slot smallint, p_claim bigint) returns boolean
-language sql stable set search_path from current as $$
-  select exists (select 1 from svc_qs.closed c where c.job_id = p_job and c.lease = p_lease and c.slot = p_slot)
-      or exists (select 1 from svc_qs.completions x where x.claim_id = p_claim and x.slot = p_slot and p_job = any(x.ids))
-$$;
+language plpgsql stable set jit = off as $$
+begin
+  return exists (select 1 from svc_qs.closed c where c.job_id = p_job and c.lease = p_lease and c.slot = p_slot)
+      or exists (select 1 from svc_qs.completions x where x.claim_id = p_claim and x.slot = p_slot and p_job = any(x.ids));
+end $$;
 
 -- The ring attempt (job, lease) with its claim, whether it is open or not: one row or none. p_slot narrows
--- the lookup to one slot when the caller knows it.
+-- the lookup to one slot when the caller knows it. It names its tables with the queue-storage schema and
+-- carries no settings, so the planner inlines it into the caller's (cached) plan. attempt_closed and
+-- lane_cursor hold subqueries, which keep a SQL function from being inlined: they are PL/pgSQL, whose plans
+-- are cached. As SQL functions with `set search_path` all three planned their statement over every partition
+-- at every call (most of a callback's resolution: the HTTP round trip's regression).
 create or replace function svc_qs.ring_attempt(p_job bigint, p_lease integer, p_slot smallint default null)
 returns table (slot smallint, queue text, priority smallint, shard smallint, seq bigint, claim_id bigint,
                worker text, claimed_at timestamptz, policies jsonb, ttl_ms bigint)
-language sql stable set search_path from current as $$
+language sql stable as $$
   select r.slot, r.queue, r.priority, r.shard, r.seq, c.claim_id, c.worker, c.at, c.policies, c.ttl_ms
     from svc_qs.ready r
     cross join lateral (

@@ -10,7 +10,7 @@
 -- that no completion ended (the closed primary key makes the first writer win). Returns what it took:
 -- the item's ord with the job's body and the attempt.
 create or replace function svc_qs.take_ring(p_items jsonb) returns jsonb
-language plpgsql set search_path from current set jit = off as $$
+language plpgsql set search_path from current set jit = off set plan_cache_mode = force_generic_plan as $$
 declare
   v_att jsonb;
   v_out jsonb;
@@ -58,7 +58,7 @@ end $$;
 
 -- take_ring, then the attempts moved out of the ring (parked rows, deleted). Same items and result.
 create or replace function svc_qs.take(p_items jsonb) returns jsonb
-language plpgsql set search_path from current set jit = off as $$
+language plpgsql set search_path from current set jit = off set plan_cache_mode = force_generic_plan as $$
 declare
   v_ring jsonb := svc_qs.take_ring(p_items);
   v_parked jsonb;
@@ -98,7 +98,7 @@ end $$;
 -- Returns the items applied with the job's new state.
 create or replace function svc_qs.close_attempts(p_items jsonb)
 returns table (ord integer, job_id bigint, state text)
-language plpgsql set search_path from current set jit = off as $$
+language plpgsql set search_path from current set jit = off set plan_cache_mode = force_generic_plan as $$
 #variable_conflict use_column
 declare
   v_taken jsonb := svc_qs.take(p_items);
@@ -193,20 +193,23 @@ end $$;
 
 -- Parked rows (state p_state) for attempts take_ring took out of the ring; returns their job ids.
 create or replace function svc_qs.park_taken(p_taken jsonb, p_state text) returns setof bigint
-language sql set search_path from current as $$
-  insert into svc_qs.parked (job_id, lease, state, queue, priority, kind, args, attempt, max_attempts, run_at,
-                             created_at, errors, tags, metadata, unique_key, trace_context, claimed_at, attempted_at,
-                             attempted_by, deadline_at, prefetched, effective_max_attempts, retry_delay_ms)
-  select t.job_id, t.lease, p_state, t.queue, t.priority, t.kind, t.args, t.attempt, t.max_attempts,
-         t.run_at, t.created_at, t.errors, t.tags, t.metadata, t.unique_key, t.trace_context, t.claimed_at, t.attempted_at,
-         t.attempted_by, t.deadline_at, false, t.effective_max_attempts, t.retry_delay_ms
-    from jsonb_to_recordset(p_taken) as t(job_id bigint, lease integer, queue text, priority smallint, kind text,
-           args jsonb, attempt integer, max_attempts integer, run_at timestamptz, created_at timestamptz,
-           errors jsonb, tags text[], metadata jsonb, unique_key text, trace_context text,
-           claimed_at timestamptz, attempted_at timestamptz, attempted_by text, deadline_at timestamptz, effective_max_attempts integer,
-           retry_delay_ms bigint)
-  returning job_id
-$$;
+language plpgsql set search_path from current set jit = off as $$
+begin
+  -- PL/pgSQL, so the plan is cached (a SQL function with settings is planned at every call).
+  return query
+    insert into svc_qs.parked (job_id, lease, state, queue, priority, kind, args, attempt, max_attempts, run_at,
+                               created_at, errors, tags, metadata, unique_key, trace_context, claimed_at, attempted_at,
+                               attempted_by, deadline_at, prefetched, effective_max_attempts, retry_delay_ms)
+    select t.job_id, t.lease, p_state, t.queue, t.priority, t.kind, t.args, t.attempt, t.max_attempts,
+           t.run_at, t.created_at, t.errors, t.tags, t.metadata, t.unique_key, t.trace_context, t.claimed_at, t.attempted_at,
+           t.attempted_by, t.deadline_at, false, t.effective_max_attempts, t.retry_delay_ms
+      from jsonb_to_recordset(p_taken) as t(job_id bigint, lease integer, queue text, priority smallint, kind text,
+             args jsonb, attempt integer, max_attempts integer, run_at timestamptz, created_at timestamptz,
+             errors jsonb, tags text[], metadata jsonb, unique_key text, trace_context text,
+             claimed_at timestamptz, attempted_at timestamptz, attempted_by text, deadline_at timestamptz, effective_max_attempts integer,
+             retry_delay_ms bigint)
+    returning job_id;
+end $$;
 
 -- Parks attempts in waiting_external until their callback, unless the callback is no longer pending:
 -- an attempt in the ring is closed (`park`) and gets a parked row; a parked running attempt (a resumed
@@ -214,7 +217,7 @@ $$;
 -- Committed without waiting for the WAL flush (a park lost in a crash leaves the attempt running in the
 -- ring, and its runtime's rescue retries it).
 create or replace function svc_qs.park(p_items jsonb) returns setof bigint
-language plpgsql set search_path from current set jit = off as $$
+language plpgsql set search_path from current set jit = off set plan_cache_mode = force_generic_plan as $$
 declare
   v_items jsonb;
   v_taken jsonb;

@@ -25,7 +25,7 @@ end $$;
 create or replace function svc_qs.resolve_callback(
   p_id uuid, p_action text, p_payload jsonb, p_error text, p_retryable boolean, p_timeout_seconds integer
 ) returns table (outcome text, job_id bigint, state job_state, timeout_at timestamptz)
-language plpgsql set search_path from current set jit = off as $$
+language plpgsql set search_path from current set jit = off set plan_cache_mode = force_generic_plan as $$
 #variable_conflict use_column
 declare
   v_cb svc_qs.callbacks;
@@ -88,7 +88,7 @@ end $$;
 -- Callbacks in one call and one commit, each exactly as resolve_callback, in job-id order.
 create or replace function svc_qs.resolve_callbacks(p_items json)
 returns table (ord integer, outcome text, job_id bigint, state job_state, timeout_at timestamptz)
-language plpgsql set search_path from current set jit = off as $$
+language plpgsql set search_path from current set jit = off set plan_cache_mode = force_generic_plan as $$
 #variable_conflict use_column
 declare
   r record;
