@@ -18,7 +18,10 @@
  * duty's transaction, and the takeover would wait a second TTL. The fence also sets the
  * transaction's `idle_in_transaction_session_timeout` to `leaderTtl`: a leader stopped inside a duty's
  * transaction has it ended by PostgreSQL (its own session only), which rolls back what it had not
- * committed and frees its locks. See docs/guide/operations.md ("The leader") and ADR 014.
+ * committed and frees its locks. A leader stopped between the messages of one statement (the driver
+ * describes a statement with parameters before it sends its execution) leaves the transaction `active`, not
+ * idle; the fence's `statement_timeout` of twice `leaderTtl` ends that one (and any duty statement that runs
+ * so long). See docs/guide/operations.md ("The leader") and ADR 014.
  */
 import type { Db } from "../db/connection.ts";
 import { NotLeaderError } from "../db/driver.ts";
@@ -61,9 +64,10 @@ export class LeaderElection {
       const term = this.term;
       return await o.db.begin(async (tx) => {
         const ok = await tx.query(
-          `select set_config('idle_in_transaction_session_timeout', $3, true) as t
+          `select set_config('idle_in_transaction_session_timeout', $3, true) as t,
+                  set_config('statement_timeout', $4, true) as s
              from ${o.names.q}.leadership where holder = $1 and term = $2 for key share`,
-          [o.id, term, String(Math.ceil(o.ttlMs))],
+          [o.id, term, String(Math.ceil(o.ttlMs)), String(Math.ceil(2 * o.ttlMs))],
         );
         if (ok.length === 0) throw new NotLeaderError();
         return await fn(tx);
