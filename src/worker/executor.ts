@@ -67,14 +67,14 @@ export interface InFlight {
   heartbeats(): boolean;
 }
 
+/** What a handler's attempt came to. */
+type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
+
 /**
  * Starts an attempt. `onRecorded` runs once its outcome is written (or given up); `onSettled` once the slot
  * can be reused: the outcome is written and the handler has returned. An aborted handler (cancel, deadline,
  * shutdown) has its outcome written at once but keeps its slot until it returns (src/worker/stuck.ts).
  */
-/** What a handler's attempt came to. */
-type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
-
 export function execute(
   job: Job,
   d: ExecutorDeps,
