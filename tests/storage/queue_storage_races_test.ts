@@ -243,7 +243,7 @@ engineTest(
 
 engineTest(
   "queue_storage",
-  "a long transaction that read queue storage makes prune busy, one that did not lets it proceed",
+  "a long transaction that read queue storage makes prune busy, one that did not lets it proceed; the leader backs off from a busy slot",
   () =>
     withSchema(async (client, schema, sql) => {
       await client.enqueueMany(Array.from({ length: 3 }, () => ({ kind: "k" })));
@@ -263,6 +263,34 @@ engineTest(
           await tx.unsafe(`select count(*) from "${schema}".queues`);
           assert.equal(await prune(sql, schema, s0), "pruned");
         });
+        // The leader's ring duty backs off from a slot it found busy: each try waits up to 50 ms for the
+        // lock, and claims of the slot would queue behind it. The next tick leaves the slot alone; once the
+        // backoff has passed and the reader is gone, the slot is reclaimed.
+        await client.enqueueMany(Array.from({ length: 3 }, () => ({ kind: "k" })));
+        const s1 = await currentSlot(sql, schema);
+        await rotate(sql, schema);
+        await runAll(client);
+        const retention = { completed: 0, failed: 60_000 };
+        await other.begin("isolation level repeatable read", async (tx) => {
+          await tx.unsafe(`select count(*) from ${qs(schema)}.ready`);
+          assert.equal((await client.engine.maintainRing(retention, 600_000)).pruned[s1], "busy");
+          assert.equal(
+            (await client.engine.maintainRing(retention, 600_000)).pruned[s1],
+            undefined,
+            "backed off",
+          );
+        });
+        assert.equal(
+          (await client.engine.maintainRing(retention, 600_000)).pruned[s1],
+          undefined,
+          "still backed off",
+        );
+        await waitFor(
+          async () => (await client.engine.maintainRing(retention, 600_000)).pruned[s1] === "pruned",
+          10_000,
+          "the slot reclaimed after the backoff",
+        );
+        assert.equal(await slotRows(sql, schema, s1), 0);
       } finally {
         await other.end({ timeout: 1 }).catch(() => {});
       }

@@ -85,6 +85,10 @@ export const COUNT_CAP = 10_000;
 export const KIND_SAMPLE = 100_000;
 /** How long the leader waits for a slot's locks before it gives up until the next tick. */
 const PRUNE_LOCK_WAIT_MS = 50;
+/** The longest the leader waits before it tries again to reclaim a slot it found busy. */
+const PRUNE_BACKOFF_MAX_MS = 30_000;
+/** How often, at most, the leader looks for long attempts in each sealed slot. */
+const MOVE_EVERY_MS = 5_000;
 /** How often the leader looks for open attempts of runtimes that have no row at all. */
 const UNKNOWN_SWEEP_MS = 60_000;
 /** How often the leader creates and drops history partitions. */
@@ -111,6 +115,10 @@ export class QueueStorageEngine implements StorageEngine {
   readonly callbackSql: CallbackSql;
   private readonly q: string;
   private readonly locators = new Map<string, Locator>();
+  /** Per sealed slot: when the leader tries to reclaim it again after finding it busy, and the backoff. */
+  private readonly pruneBackoff = new Map<number, { until: number; delayMs: number }>();
+  /** Per sealed slot: when the leader last looked for long attempts in it. */
+  private readonly lastMove = new Map<number, number>();
   private readonly parks: Batcher<ParkRequest, boolean>;
   private readonly resolutions: Batcher<ResolveRequest, CallbackResolution>;
   /** The leader's deadline scan resumes here (a margin before the previous scan's bound). */
@@ -554,10 +562,22 @@ export class QueueStorageEngine implements StorageEngine {
     );
     // Forward a paused backlog only when the ring is short of empty slots.
     const forward = Number(empty[0].n) < 2;
-    for (const { slot } of slots) {
-      report.moved += Number(
-        (await this.db.query(`select ${this.q}.move_long_attempts($1, $2) as n`, [slot, parkAfterMs]))[0].n,
-      );
+    const now = Date.now();
+    for (const { slot: s } of slots) {
+      const slot = Number(s);
+      // Attempts that have run for parkAfter leave the ring; looking for them every tick in every sealed
+      // slot costs more than the precision is worth.
+      if (now - (this.lastMove.get(slot) ?? 0) >= Math.min(MOVE_EVERY_MS, parkAfterMs / 4)) {
+        this.lastMove.set(slot, now);
+        report.moved += Number(
+          (await this.db.query(`select ${this.q}.move_long_attempts($1, $2) as n`, [slot, parkAfterMs]))[0].n,
+        );
+      }
+      // A slot found busy (a reader holds its tables: a long transaction that read the ring, say) is tried
+      // again after a backoff: each try waits up to PRUNE_LOCK_WAIT_MS for the lock, and claims of that
+      // slot queue behind the waiting lock.
+      const backoff = this.pruneBackoff.get(slot);
+      if (backoff && now < backoff.until) continue;
       // Completed jobs stay readable in their slot: it is reclaimed once the completed retention has
       // passed since it was sealed.
       const [p] = await this.db.query(`select ${this.q}.prune($1, $2, $3, $4) as outcome`, [
@@ -566,6 +586,12 @@ export class QueueStorageEngine implements StorageEngine {
         forward,
         Math.max(0, Math.round(retention.completed)),
       ]);
+      if (p.outcome === "busy") {
+        const delayMs = Math.min(PRUNE_BACKOFF_MAX_MS, Math.max(1_000, (backoff?.delayMs ?? 500) * 2));
+        this.pruneBackoff.set(slot, { until: Date.now() + delayMs, delayMs });
+      } else {
+        this.pruneBackoff.delete(slot);
+      }
       if (p.outcome !== "empty") report.pruned[String(slot)] = p.outcome;
     }
     if (Date.now() - this.lastHistory >= HISTORY_EVERY_MS) {
