@@ -10,6 +10,27 @@ begin
   return (select slot from svc_qs.ring_rotations order by generation desc limit 1);
 end $$;
 
+-- The slot a producer writes ready rows into, read from the ring's position (a sequence, so without a
+-- snapshot: a REPEATABLE READ producer whose snapshot predates a rotation still gets the new slot) under a
+-- shared lock on its generation, held until commit. A rotation moves the position first; a generation
+-- whose lock can then be taken exclusively has no producer left that could still write into its slot
+-- (claim_exhausted relies on it). The position is read again under the lock: a rotation in between sends
+-- the producer to the new generation.
+create or replace function svc_qs.write_slot() returns smallint
+language plpgsql volatile set search_path from current set jit = off as $$
+declare
+  v bigint;
+  w bigint := (select last_value from svc_qs.ring_position);
+begin
+  loop
+    v := w;
+    perform pg_advisory_xact_lock_shared(svc_qs.generation_lock_key(v / 1000));
+    w := (select last_value from svc_qs.ring_position);
+    exit when w = v;
+  end loop;
+  return (v % 1000)::smallint;
+end $$;
+
 -- Takes a producer lock on one shard of the lane (queue, priority) until commit and returns the shard:
 -- first the transaction's own shard (so a transaction that enqueues twice keeps one), then any free one,
 -- else it waits for its own. Rows of a lane shard commit in seq order because of this lock.
@@ -57,6 +78,11 @@ $$;
 ------------------------------------------------------------------------------------------------------
 -- Locks, lookups and the expansion of claim batches.
 ------------------------------------------------------------------------------------------------------
+
+-- The lock producers writing into ring generation p_generation share (write_slot).
+create or replace function svc_qs.generation_lock_key(p_generation bigint) returns bigint language sql immutable as $$
+  select hashtextextended('svc_qs' || ':generation:' || p_generation, 0)
+$$;
 
 -- The lock every closer of an attempt of claim p_claim holds until it commits.
 create or replace function svc_qs.batch_lock_key(p_claim bigint) returns bigint language sql immutable as $$

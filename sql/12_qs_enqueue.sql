@@ -12,7 +12,7 @@ language plpgsql set search_path from current set jit = off as $$
 #variable_conflict use_column
 declare
   v_now timestamptz := now();
-  v_slot smallint := svc_qs.current_slot();
+  v_slot smallint := svc_qs.write_slot();
   v_shards jsonb;
   v_ord integer[];
   v_id bigint[];

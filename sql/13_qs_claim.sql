@@ -13,7 +13,7 @@
 -- start per claim, ADR 016 "What a claim costs"). Within a slot, every producer shard of a lane is read from
 -- its cursor (the highest position claimed in that slot) in seq order; the claim merges the slots' candidates
 -- by priority and seq and calls only the slots that hold rows, a test made in the same statement (so
--- with the same snapshot) as the reads. A cursor per slot takes the same rows as one
+-- with the same snapshot) as the reads, and that the caller has not found exhausted (p_skip, below). A cursor per slot takes the same rows as one
 -- per lane: a lane shard's rows commit in seq order (producers hold its lock from nextval to commit) and
 -- every claim merges all slots holding rows, so no unclaimed row lies below another slot's cursor (the
 -- prune forwards unclaimed rows with their positions into the current slot, above every cursor).
@@ -35,7 +35,7 @@ declare
           order by r.seq limit p_limit)$lane$, s), E'\n        union all\n' order by s)
                      from generate_series(0, v_shards - 1) s);
   v_calls text := (select string_agg(format('select * from svc_qs.claim_candidates_%1$s(p_queue, v_prios, p_limit)
-         where exists (select 1 from svc_qs.ready_%1$s)', i),
+         where exists (select 1 from svc_qs.ready_%1$s) and not (%1$s = any(v_skip))', i),
                                      E'\n        union all\n' order by i)
                      from generate_series(0, v_slots - 1) i);
 begin
@@ -57,7 +57,7 @@ $cand$, '/*shard lanes*/', v_lanes), i);
   end loop;
   execute replace($fn$
 create or replace function svc_qs.claim(p_queue text, p_limit integer, p_free integer, p_worker text, p_policies jsonb,
-                             p_callbacks jsonb, p_prefetch_ttl_ms bigint)
+                             p_callbacks jsonb, p_prefetch_ttl_ms bigint, p_skip bigint[])
 returns table (slot smallint, queue text, priority smallint, shard smallint, seq bigint, job_id bigint, kind text,
                args jsonb, attempt integer, max_attempts integer, lease integer, run_at timestamptz,
                created_at timestamptz, errors jsonb, tags text[], metadata jsonb, unique_key text,
@@ -69,6 +69,13 @@ language plpgsql set search_path from current set jit = off set plan_cache_mode 
 declare
   v_prios smallint[] := array(select distinct l.priority from svc_qs.lanes l where l.queue = p_queue);
   v_ttl bigint := case when p_limit > p_free then greatest(p_prefetch_ttl_ms, 0) else 0 end;
+  -- The slots of the generations in p_skip (claim_exhausted found them with nothing left for this queue,
+  -- for good) that still hold that generation: a slot reclaimed and written again since is read.
+  v_skip smallint[] := case when cardinality(p_skip) > 0 then array(
+      select r.slot from svc_qs.ring_rotations r
+       where r.generation = any(p_skip)
+         and not exists (select 1 from svc_qs.ring_rotations n where n.slot = r.slot and n.generation > r.generation))
+    else '{}' end;
 begin
   -- Claims of one queue take turns, and so does every other writer of a lane position (a cancel's
   -- skipped row, the prune's forwarding): claim ranges therefore never overlap.
@@ -115,3 +122,60 @@ begin
 end $$
 $fn$, '/*slot candidates*/', v_calls);
 end $gen$;
+
+-- The claim without a list of generations to skip: the signature of earlier versions, kept for workers that
+-- still call it during a rolling upgrade.
+create or replace function svc_qs.claim(p_queue text, p_limit integer, p_free integer, p_worker text, p_policies jsonb,
+                             p_callbacks jsonb, p_prefetch_ttl_ms bigint)
+returns table (slot smallint, queue text, priority smallint, shard smallint, seq bigint, job_id bigint, kind text,
+               args jsonb, attempt integer, max_attempts integer, lease integer, run_at timestamptz,
+               created_at timestamptz, errors jsonb, tags text[], metadata jsonb, unique_key text,
+               trace_context text, claimed_at timestamptz, deadline_at timestamptz, prefetched boolean,
+               effective_max_attempts integer, retry_delay_ms bigint, callback_id uuid,
+               callback_timeout_at timestamptz, claim_id bigint)
+language plpgsql set search_path from current set jit = off as $$
+begin
+  return query select * from svc_qs.claim(p_queue, p_limit, p_free, p_worker, p_policies, p_callbacks,
+                                          p_prefetch_ttl_ms, '{}'::bigint[]);
+end $$;
+
+-- The sealed generations in whose slot queue p_queue has nothing left to claim, and never will: a worker
+-- passes them to its claims (p_skip), so that a claim reads the slots that can still hold work instead of
+-- every slot kept for the completed retention (with a long retention, or while a long transaction keeps
+-- slots from being reclaimed, that is all of them). A generation qualifies when
+-- 1. the ring's position has moved past it, so no producer picks its slot any more (write_slot);
+-- 2. no producer that picked it before is still writing: its lock can be taken exclusively (try only; it is
+--    held to the end of this statement's transaction, so a producer that read the position just before
+--    waits, reads it again and moves on to the new generation);
+-- 3. then, in a later statement (whose snapshot sees every row those producers committed), its slot holds
+--    no row of the queue above its lane shards' cursors that is not skipped.
+-- Nothing adds rows to such a slot afterwards (new rows, promotions, retries, give-backs and forwarded rows
+-- go to the position's slot), so the answer holds until the slot is reclaimed; the claim then sees that the
+-- slot holds a newer generation.
+create or replace function svc_qs.claim_exhausted(p_queue text) returns bigint[]
+language plpgsql volatile set search_path from current set jit = off as $$
+declare
+  v_prios smallint[] := array(select distinct l.priority from svc_qs.lanes l where l.queue = p_queue);
+  v_pos bigint := (select last_value from svc_qs.ring_position) / 1000;
+  v_drained bigint[] := '{}';
+  v_slots smallint[] := '{}';
+  v_out bigint[] := '{}';
+  v_any boolean;
+  r record;
+begin
+  for r in select distinct on (g.slot) g.slot, g.generation from svc_qs.ring_rotations g
+            order by g.slot, g.generation desc loop
+    if r.generation < v_pos and pg_try_advisory_xact_lock(svc_qs.generation_lock_key(r.generation)) then
+      v_drained := v_drained || r.generation;
+      v_slots := v_slots || r.slot;
+    end if;
+  end loop;
+  for i in 1 .. cardinality(v_drained) loop
+    execute format('select exists (select 1 from svc_qs.claim_candidates_%s($1, $2, 1))', v_slots[i])
+      into v_any using p_queue, v_prios;
+    if not v_any then
+      v_out := v_out || v_drained[i];
+    end if;
+  end loop;
+  return v_out;
+end $$;

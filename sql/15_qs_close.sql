@@ -177,8 +177,8 @@ begin
     join jsonb_to_recordset(p_items) as y(ord integer, action text) on y.ord = (t ->> 'ord')::integer
    where y.action = 'give_back';
   if v_back is not null then
+    v_slot := svc_qs.write_slot();
     v_shards := svc_qs.lock_lanes(v_back);
-    v_slot := svc_qs.current_slot();
     insert into svc_qs.ready (slot, queue, priority, shard, seq, job_id, kind, args, attempt, max_attempts, lease,
                               run_at, created_at, errors, tags, metadata, unique_key, trace_context)
     select v_slot, b.queue, b.priority, (v_shards ->> (b.queue || ':' || b.priority))::smallint,

@@ -94,6 +94,7 @@ create or replace function svc_qs.retry_job(p_id bigint) returns jsonb language 
 declare
   v_job jsonb;
   v_shard smallint;
+  v_slot smallint;
 begin
   perform pg_advisory_xact_lock(hashtextextended('svc_qs' || ':job:' || p_id, 0));
   v_job := svc_qs.get_job(p_id);
@@ -111,10 +112,11 @@ begin
                                                   p_id));
     end if;
   end if;
+  v_slot := svc_qs.write_slot();
   v_shard := svc_qs.lock_lane(v_job ->> 'queue', (v_job ->> 'priority')::smallint);
   insert into svc_qs.ready (slot, queue, priority, shard, seq, job_id, kind, args, attempt, max_attempts, lease, run_at,
                             created_at, errors, tags, metadata, unique_key, trace_context, claimed_at, attempted_at, attempted_by)
-  select svc_qs.current_slot(), h.queue, h.priority, v_shard, nextval('svc_qs.ready_seq'), h.id, h.kind, h.args, 0,
+  select v_slot, h.queue, h.priority, v_shard, nextval('svc_qs.ready_seq'), h.id, h.kind, h.args, 0,
          h.max_attempts, h.lease + 1, now(), h.created_at, h.errors, h.tags, h.metadata, h.unique_key,
          h.trace_context, h.claimed_at, h.attempted_at, h.attempted_by
     from svc_qs.jobs_finished h where h.id = p_id order by h.lease desc limit 1;

@@ -17,8 +17,8 @@ begin
     del as (delete from svc_qs.deferred d using due where d.job_id = due.job_id returning d.*)
     select jsonb_agg(to_jsonb(del)) into v_rows from del;
     exit when v_rows is null;
+    v_slot := svc_qs.write_slot();
     v_shards := svc_qs.lock_lanes(v_rows);
-    v_slot := svc_qs.current_slot();
     insert into svc_qs.ready (slot, queue, priority, shard, seq, job_id, kind, args, attempt, max_attempts, lease,
                               run_at, created_at, errors, tags, metadata, unique_key, trace_context, claimed_at, attempted_at,
                               attempted_by)

@@ -15,6 +15,9 @@ begin
   if v_at > now() - p_interval_ms * interval '1 millisecond' then
     return null;
   end if;
+  if (select last_value from svc_qs.ring_position) / 1000 < v_gen then
+    return null; -- producers have not moved to the last generation yet (sync_position)
+  end if;
   if not exists (select 1 from svc_qs.ready where slot = v_slot) then
     return null; -- nothing to seal; truncating idle slots only costs catalog churn
   end if;
@@ -26,6 +29,27 @@ begin
     end if;
   end loop;
   return null;
+end $$;
+
+-- Moves the ring's position (where producers write, write_slot) to the newest committed generation; the
+-- leader calls it after every rotation, in a statement of its own so that the position never names a
+-- generation whose rotation did not commit (the sequence is not rolled back). Only forward, one caller at
+-- a time. Returns the position's slot.
+create or replace function svc_qs.sync_position() returns smallint
+language plpgsql volatile set search_path from current set jit = off as $$
+declare
+  v_pos bigint;
+  v_gen bigint;
+  v_slot smallint;
+begin
+  perform pg_advisory_xact_lock(hashtextextended('svc_qs' || ':position', 0));
+  v_pos := (select last_value from svc_qs.ring_position);
+  select generation, slot into v_gen, v_slot from svc_qs.ring_rotations order by generation desc limit 1;
+  if v_gen > v_pos / 1000 then
+    perform setval('svc_qs.ring_position', v_gen * 1000 + v_slot, true);
+    return v_slot;
+  end if;
+  return (v_pos % 1000)::smallint;
 end $$;
 
 ------------------------------------------------------------------------------------------------------
@@ -117,7 +141,17 @@ begin
     return 'busy';
   end;
   perform set_config('lock_timeout', '0', true);
-  -- Again under the lock: what committed before the lock is visible to this new statement.
+  -- A producer that picked this slot's generation may still be on its way to it (write_slot): the slot is
+  -- not reclaimed under it, where a later generation could reuse the slot and claims skip it. Producers
+  -- write into the position's slot, which is current or about to be.
+  if (select last_value from svc_qs.ring_position) % 1000 = p_slot then
+    return 'current';
+  end if;
+  if not pg_try_advisory_xact_lock(svc_qs.generation_lock_key(
+           (select max(g.generation) from svc_qs.ring_rotations g where g.slot = p_slot))) then
+    return 'busy';
+  end if;
+  -- Again under the locks: what committed before them is visible to this new statement.
   v_cur := svc_qs.current_slot();
   if p_slot = v_cur then
     return 'current';
@@ -130,6 +164,7 @@ begin
     if not p_forward then
       return 'unclaimed';
     end if;
+    v_cur := svc_qs.write_slot();
     insert into svc_qs.ready (slot, queue, priority, shard, seq, job_id, kind, args, attempt, max_attempts, lease,
                               run_at, created_at, errors, tags, metadata, unique_key, trace_context, claimed_at, attempted_at,
                               attempted_by)

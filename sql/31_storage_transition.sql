@@ -89,8 +89,8 @@ begin
   -- ready, at the end of their lanes
   select jsonb_agg(x) into v_ready from jsonb_array_elements(v_rows) x where x ->> 'state' = 'available';
   if v_ready is not null then
+    v_slot := svc_qs.write_slot();
     v_shards := svc_qs.lock_lanes(v_ready);
-    v_slot := svc_qs.current_slot();
     insert into svc_qs.ready (slot, queue, priority, shard, seq, job_id, kind, args, attempt, max_attempts, lease,
                               run_at, created_at, errors, tags, metadata, unique_key, trace_context, claimed_at, attempted_at,
                               attempted_by)

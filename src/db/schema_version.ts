@@ -21,7 +21,11 @@ export const BASELINE_UPGRADES: Readonly<Record<number, string | null>> = {
 };
 
 /** The migrations after the baseline, in order (forward-only from the first release on). */
-export const MIGRATIONS: readonly { version: number; file: string }[] = [BASELINE];
+export const MIGRATIONS: readonly { version: number; file: string }[] = [
+  BASELINE,
+  // The ring's position in a sequence, read without a snapshot by producers (ADR 016).
+  { version: 11, file: "0011_ring_position.sql" },
+];
 
 /** The schema version this binary needs (workers run on any schema at or above it). */
 export const EXPECTED_SCHEMA_VERSION: number = MIGRATIONS[MIGRATIONS.length - 1].version;

@@ -125,6 +125,7 @@ engineTest(
       const [a, b, c] = await client.enqueueMany([{ kind: "k" }, { kind: "k" }, { kind: "k" }]);
       const [{ s: s0 }] = await sql.unsafe(`select ${q}.current_slot() as s`);
       await sql.unsafe(`select ${q}.rotate(0)`);
+      await sql.unsafe(`select ${q}.sync_position()`);
       const claimed = await client.engine.claim({
         queue: "default",
         limit: 10,

@@ -98,7 +98,10 @@ async function chaos(
       while (Date.now() < until) {
         await c.engine.promote();
         await c.engine.rescue(rand() < 0.2 ? 0 : 60_000);
-        if (rand() < 0.3) await c.sql.unsafe(`select ${qs}.rotate(0)`);
+        if (rand() < 0.3) {
+          await c.sql.unsafe(`select ${qs}.rotate(0)`);
+          await c.sql.unsafe(`select ${qs}.sync_position()`);
+        }
         const slots = await c.sql.unsafe(`select distinct slot from ${qs}.ring_rotations`);
         for (const { slot } of slots) {
           // The completed retention: 0 (completed jobs expire with their slot) or an hour (kept).

@@ -24,6 +24,8 @@ async function currentSlot(sql: Sql, schema: string): Promise<number> {
 async function rotate(sql: Sql, schema: string): Promise<number> {
   const [r] = await sql.unsafe(`select ${qs(schema)}.rotate(0) as s`);
   assert.notEqual(r.s, null, "rotated");
+  // Producers move to the new slot once the leader syncs the ring's position (maintainRing does).
+  await sql.unsafe(`select ${qs(schema)}.sync_position()`);
   return Number(r.s);
 }
 
@@ -173,6 +175,87 @@ engineTest(
 
 engineTest(
   "queue_storage",
+  "claims skip generations exhausted for their queue: a REPEATABLE READ producer writes into the new slot, a listed generation is read again once its slot is reused",
+  () =>
+    withSchema(async (client, schema, sql) => {
+      const q = qs(schema);
+      // Claims through the SQL function with a skip list, and completes what it got.
+      const claimIds = async (skip: string) => {
+        const rows = await sql.unsafe(
+          `select job_id, lease from ${q}.claim('default', 50, 50, 'rt', '{}', '{}', 0, $1::text::bigint[])
+            order by priority, seq`,
+          [skip],
+        );
+        const items = rows.map((r) => ({ id: Number(r.job_id), lease: Number(r.lease), result: null }));
+        if (items.length) assert.equal((await client.engine.complete(items, true)).length, items.length);
+        return items.map((i) => i.id);
+      };
+      const exhausted = async () =>
+        String((await sql.unsafe(`select ${q}.claim_exhausted('default')::text as g`))[0].g);
+      const genOf = async (slot: number) =>
+        Number(
+          (await sql.unsafe(`select max(generation) as g from ${q}.ring_rotations where slot = $1`, [slot]))[
+            0
+          ].g,
+        );
+      const first = await client.enqueue("k", {});
+      const s0 = await currentSlot(sql, schema);
+      const g0 = await genOf(s0);
+      const producer = postgres(DATABASE_URL, { max: 1, onnotice: () => {} });
+      try {
+        // A REPEATABLE READ producer takes its snapshot while s0 is current and enqueues after a rotation.
+        let snap!: () => void;
+        const snapped = new Promise<void>((r) => snap = r);
+        let go!: () => void;
+        const goOn = new Promise<void>((r) => go = r);
+        const rr = producer.begin("isolation level repeatable read", async (tx) => {
+          assert.equal(Number((await tx.unsafe(`select ${q}.current_slot() as s`))[0].s), s0);
+          snap();
+          await goOn;
+          return await client.enqueue("rr", {}, { tx });
+        });
+        await snapped;
+        const s1 = await rotate(sql, schema);
+        go();
+        const late = await rr;
+        const [row] = await sql.unsafe(`select slot from ${q}.ready where job_id = $1`, [late.id]);
+        assert.equal(Number(row.slot), s1, "written into the new slot, which its snapshot cannot see");
+        assert.equal(await exhausted(), "{}", "s0 still holds an unclaimed job");
+        assert.deepEqual(await claimIds("{}"), [first.id, late.id]);
+        assert.equal(
+          await exhausted(),
+          `{${g0}}`,
+          "s0's generation has nothing left; the current one is never listed",
+        );
+        // A claim passing it reads s1 only, and still finds what is there.
+        const next = await client.enqueue("k", {});
+        assert.deepEqual(await claimIds(`{${g0}}`), [next.id]);
+        // The ring turns until s0 is reclaimed and written again: the old generation no longer hides it.
+        assert.equal(await prune(sql, schema, s0), "pruned");
+        let slot = s1;
+        while (slot !== s0) {
+          await client.enqueue("k", {});
+          slot = await rotate(sql, schema);
+        }
+        const again = await client.enqueue("again", {});
+        const got = await claimIds(`{${g0}}`);
+        assert.ok(got.includes(again.id), `the reused slot is read: ${got}`);
+        // The engine's claims keep the list themselves and run everything.
+        await client.enqueueMany([{ kind: "k" }, { kind: "k" }]);
+        await runAll(client);
+        await runAll(client);
+        const [open] = await sql.unsafe(
+          `select count(*) as n from ${q}.jobs where state::text not in ('completed', 'failed', 'cancelled')`,
+        );
+        assert.equal(Number(open.n), 0);
+      } finally {
+        await producer.end({ timeout: 1 }).catch(() => {});
+      }
+    }),
+);
+
+engineTest(
+  "queue_storage",
   "a late writer into a slot being pruned: its row survives and is claimed",
   () =>
     withSchema(async (client, schema, sql) => {
@@ -212,14 +295,24 @@ engineTest(
           10_000,
           "the late writer to wait",
         );
-        // Meanwhile the ring moves on and slot s0 is reclaimed.
+        // Meanwhile the ring moves on and every row of slot s0 is consumed, but the slot is not reclaimed
+        // while a producer that picked its generation is on its way to it.
         await rotate(sql, schema);
         assert.equal((await runAll(client)).length, 1);
-        assert.equal(await prune(sql, schema, s0), "pruned");
+        assert.equal(await prune(sql, schema, s0), "busy");
+        const [{ gens }] = await sql.unsafe(`select ${qs(schema)}.claim_exhausted('default')::text as gens`);
+        const [{ g0 }] = await sql.unsafe(
+          `select max(generation) as g0 from ${qs(schema)}.ring_rotations where slot = $1`,
+          [s0],
+        );
+        assert.ok(
+          !String(gens).replace(/[{}]/g, "").split(",").includes(String(g0)),
+          "s0 not listed exhausted",
+        );
         release();
         await holding;
         const [{ id }] = await late;
-        // The row landed in the reclaimed slot: it is available, claimed and completed, and the slot is not
+        // The row landed in the sealed slot: it is available, claimed and completed, and the slot is not
         // truncated under it.
         const [row] = await sql.unsafe(`select slot from ${qs(schema)}.ready where job_id = $1`, [id]);
         assert.equal(Number(row.slot), s0);
@@ -359,6 +452,7 @@ engineTest(
         assert.equal(ids.size, 50);
         const [g] = await sql.unsafe(`select max(generation) as g from ${qs(schema)}.ring_rotations`);
         const rot = await Promise.all([1, 2, 3].map(() => sql.unsafe(`select ${qs(schema)}.rotate(0) as s`)));
+        await sql.unsafe(`select ${qs(schema)}.sync_position()`);
         assert.equal(rot.filter(([r]) => r.s !== null).length >= 1, true);
         const [g2] = await sql.unsafe(`select max(generation) as g from ${qs(schema)}.ring_rotations`);
         assert.equal(

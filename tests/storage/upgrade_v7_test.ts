@@ -12,7 +12,7 @@ import { createClient } from "../../src/client/client.ts";
 import { DATABASE_URL, engineTest, waitFor } from "../helpers/db.ts";
 import { svc } from "../helpers/cli.ts";
 import { startWorker } from "../helpers/worker.ts";
-import { EXPECTED_SCHEMA_VERSION } from "../../src/db/schema_version.ts";
+import { EXPECTED_SCHEMA_VERSION, MIGRATIONS } from "../../src/db/schema_version.ts";
 import { LIBRARY_VERSION } from "../../src/version.ts";
 
 const FIXTURE = new URL("../fixtures/v7_canonical.sql", import.meta.url).pathname;
@@ -130,7 +130,7 @@ engineTest(
       assert.deepEqual([out.from_version, out.to_version, out.applied, out.engine], [
         7,
         EXPECTED_SCHEMA_VERSION,
-        [EXPECTED_SCHEMA_VERSION],
+        MIGRATIONS.map((m) => m.version),
         "canonical",
       ]);
       const client = createClient({ databaseUrl: url, maxConnections: 2 });

@@ -85,6 +85,8 @@ export const COUNT_CAP = 10_000;
 export const KIND_SAMPLE = 100_000;
 /** How long the leader waits for a slot's locks before it gives up until the next tick. */
 const PRUNE_LOCK_WAIT_MS = 50;
+/** How old a queue's list of exhausted ring generations may be before it is read again. */
+const EXHAUSTED_REFRESH_MS = 1_000;
 /** The longest the leader waits before it tries again to reclaim a slot it found busy. */
 const PRUNE_BACKOFF_MAX_MS = 30_000;
 /** How often, at most, the leader looks for long attempts in each sealed slot. */
@@ -115,6 +117,9 @@ export class QueueStorageEngine implements StorageEngine {
   readonly callbackSql: CallbackSql;
   private readonly q: string;
   private readonly locators = new Map<string, Locator>();
+  /** Per queue: the ring generations it has nothing left to claim in (a bigint[] literal), and when read. */
+  private readonly exhausted = new Map<string, { gens: string; at: number }>();
+  private readonly refreshing = new Set<string>();
   /** Per sealed slot: when the leader tries to reclaim it again after finding it busy, and the backoff. */
   private readonly pruneBackoff = new Map<number, { until: number; delayMs: number }>();
   /** Per sealed slot: when the leader last looked for long attempts in it. */
@@ -176,7 +181,7 @@ export class QueueStorageEngine implements StorageEngine {
 
   async claim(req: ClaimRequest): Promise<Job[]> {
     const rows = await this.db.query(
-      `select * from ${this.q}.claim($1, $2, $3, $4, $5::text::jsonb, $6::text::jsonb, $7)`,
+      `select * from ${this.q}.claim($1, $2, $3, $4, $5::text::jsonb, $6::text::jsonb, $7, $8::text::bigint[])`,
       [
         req.queue,
         req.limit,
@@ -185,6 +190,7 @@ export class QueueStorageEngine implements StorageEngine {
         policiesJson(req),
         JSON.stringify(req.callbackTimeoutsMs),
         Math.max(0, Math.round(req.prefetchTtlMs)),
+        this.exhaustedFor(req.queue),
       ],
     );
     return rows.map((r) => {
@@ -194,6 +200,24 @@ export class QueueStorageEngine implements StorageEngine {
       this.locators.set(`${job.id}:${job.lease}`, loc);
       return job;
     });
+  }
+
+  /**
+   * The sealed ring generations in which `queue` has nothing left to claim, as a bigint[] literal for the
+   * claim (`claim_exhausted`). A generation listed there stays exhausted until its slot is reclaimed (the
+   * claim then reads the slot again), so an old list only costs reads, never a job: it is read again in the
+   * background once it is a second old, and the claim that finds it old does not wait.
+   */
+  private exhaustedFor(queue: string): string {
+    const entry = this.exhausted.get(queue);
+    if ((!entry || Date.now() - entry.at >= EXHAUSTED_REFRESH_MS) && !this.refreshing.has(queue)) {
+      this.refreshing.add(queue);
+      this.db.query(`select ${this.q}.claim_exhausted($1)::text as gens`, [queue]).then(
+        ([r]) => this.exhausted.set(queue, { gens: r.gens, at: Date.now() }),
+        () => this.exhausted.delete(queue),
+      ).finally(() => this.refreshing.delete(queue));
+    }
+    return entry?.gens ?? "{}";
   }
 
   /** Runs `close_attempts` for items with one action each; returns {job id: new state}. */
@@ -545,10 +569,14 @@ export class QueueStorageEngine implements StorageEngine {
 
   async maintainRing(retention: Retention, parkAfterMs: number): Promise<RingReport> {
     const report: RingReport = { rotated: null, pruned: {}, moved: 0 };
+    // A leader that died between a rotation and its sync left the position behind: rotations wait for it.
+    await this.db.query(`select ${this.q}.sync_position()`);
     const [rot] = await this.db.query(`select ${this.q}.rotate($1) as slot`, [
       rotationIntervalMs(this.sizing, retention.completed),
     ]);
     report.rotated = rot.slot === null ? null : Number(rot.slot);
+    // Producers move to the new slot once its rotation has committed.
+    if (report.rotated !== null) await this.db.query(`select ${this.q}.sync_position()`);
     // Sealed slots, oldest generation first.
     const slots = await this.db.query(
       `select slot, generation from (
