@@ -602,15 +602,15 @@ export class QueueStorageEngine implements StorageEngine {
         );
       }
       // A slot found busy (a reader holds its tables: a long transaction that read the ring, say) is tried
-      // again after a backoff: each try waits up to PRUNE_LOCK_WAIT_MS for the lock, and claims of that
-      // slot queue behind the waiting lock.
+      // again after a backoff, and without waiting for the lock: a try that waits up to PRUNE_LOCK_WAIT_MS
+      // queues the claims of that slot behind the waiting lock.
       const backoff = this.pruneBackoff.get(slot);
       if (backoff && now < backoff.until) continue;
       // Completed jobs stay readable in their slot: it is reclaimed once the completed retention has
       // passed since it was sealed.
       const [p] = await this.db.query(`select ${this.q}.prune($1, $2, $3, $4) as outcome`, [
         slot,
-        PRUNE_LOCK_WAIT_MS,
+        backoff ? 0 : PRUNE_LOCK_WAIT_MS,
         forward,
         Math.max(0, Math.round(retention.completed)),
       ]);
