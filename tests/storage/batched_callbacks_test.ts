@@ -108,3 +108,33 @@ Deno.test("large payloads resolved together are split across statements and each
       jobs.map((j, i) => [j.id, i, 1024 * 1024 - 32, String.fromCharCode(97 + i)]),
     );
   }));
+
+Deno.test("failures sent together are written together and each gets its own answer", () =>
+  withSchema(async (client) => {
+    await client.enqueueMany(
+      Array.from({ length: 12 }, (_, i) => ({ kind: "k", maxAttempts: i < 6 ? 1 : 5 })),
+    );
+    const jobs = await claim(client, "default", 12, "rt-test");
+    assert.equal(jobs.length, 12);
+    const failure = (j: { id: number; lease: number }, lease = j.lease) => ({
+      id: j.id,
+      lease,
+      error: `boom ${j.id}`,
+      terminal: false,
+      startedAt: new Date(),
+    });
+    // Job 0 is cancelled before its failure arrives, job 1's failure carries a stale lease as well as its
+    // own (two attempts of one job in one batch): those answers are null, the others their failed jobs.
+    await client.cancel(jobs[0].id);
+    const out = await Promise.all([
+      ...jobs.map((j) => client.engine.fail(failure(j))),
+      client.engine.fail(failure(jobs[1], jobs[1].lease + 1)),
+    ]);
+    assert.equal(out[0], null, "cancelled first");
+    assert.equal(out[12], null, "a stale lease changes nothing");
+    for (let i = 1; i < 12; i++) {
+      assert.equal(out[i]?.id, jobs[i].id, `job ${i}`);
+      assert.equal(out[i]?.state, i < 6 ? "failed" : "retryable", `job ${i}`);
+      assert.equal(out[i]?.errors.at(-1)?.error, `boom ${jobs[i].id}`);
+    }
+  }));

@@ -60,7 +60,7 @@ import { abandonedAttempts, deleteRuntime, listRuntimes, upsertRuntime } from ".
 import { cancelJob, getJob, listJobs, retryJob, runningJobs } from "../shared/sql_api.ts";
 import { readStorageState } from "../shared/state.ts";
 import { CronStore } from "../shared/cron.ts";
-import { Batcher } from "../../db/batcher.ts";
+import { Batcher, ItemFailure } from "../../db/batcher.ts";
 
 /** Where a claimed attempt's ready row is. */
 /**
@@ -126,6 +126,7 @@ export class QueueStorageEngine implements StorageEngine {
   private readonly lastMove = new Map<number, number>();
   private readonly parks: Batcher<ParkRequest, boolean>;
   private readonly resolutions: Batcher<ResolveRequest, CallbackResolution>;
+  private readonly fails: Batcher<Failure, Job | null>;
   /** The leader's deadline scan resumes here (a margin before the previous scan's bound). */
   private deadlineSince = new Date(0);
   private lastUnknownSweep = 0;
@@ -156,6 +157,7 @@ export class QueueStorageEngine implements StorageEngine {
       return items.map((p) => parked.has(p.id));
     });
     this.resolutions = new Batcher((items) => resolveCallbacks(db, this.callbackSql, items));
+    this.fails = new Batcher((items) => this.failMany(items));
   }
 
   /** An attempt with its locator when this engine claimed it. */
@@ -277,8 +279,41 @@ export class QueueStorageEngine implements StorageEngine {
     }
   }
 
-  async fail(f: Failure): Promise<Job | null> {
-    const done = await this.close([{
+  fail(f: Failure): Promise<Job | null> {
+    return this.fails.add(f);
+  }
+
+  /**
+   * Fails a batch of attempts in one `close_attempts` call and reads the failed jobs back in one statement
+   * (a failure-heavy queue paid two statements per job). A job with two attempts in one batch (an old lease
+   * beside the current one) has the later ones failed on their own, so each answer is its own attempt's.
+   */
+  private async failMany(items: Failure[]): Promise<(Job | null | ItemFailure)[]> {
+    if (items.length === 1) return await this.failBatch(items);
+    try {
+      return await this.failBatch(items);
+    } catch {
+      // One bad item must not fail its neighbours: each on its own, and only the bad one errs.
+      const out: (Job | null | ItemFailure)[] = [];
+      for (const f of items) {
+        try {
+          out.push((await this.failBatch([f]))[0]);
+        } catch (e) {
+          out.push(new ItemFailure(e));
+        }
+      }
+      return out;
+    }
+  }
+
+  private async failBatch(items: Failure[]): Promise<(Job | null)[]> {
+    const first = new Map<number, Failure>();
+    const again: Failure[] = [];
+    for (const f of items) {
+      if (first.has(f.id)) again.push(f);
+      else first.set(f.id, f);
+    }
+    const done = await this.close([...first.values()].map((f) => ({
       id: f.id,
       lease: f.lease,
       action: "fail",
@@ -286,9 +321,23 @@ export class QueueStorageEngine implements StorageEngine {
       started_at: f.startedAt?.toISOString(),
       terminal: f.terminal,
       delay_ms: f.retryDelayMs === undefined ? null : Math.max(0, Math.round(f.retryDelayMs)),
-    }]);
-    if (!done.has(f.id)) return null;
-    return await this.getJob(f.id);
+    })));
+    const ids = [...done.keys()];
+    const jobs = new Map<number, Job>();
+    if (ids.length) {
+      const rows = await this.db.query(
+        `select u.id, ${this.n.q}.get_job(u.id) as j from unnest($1::bigint[]) as u(id)`,
+        [ids],
+      );
+      for (const r of rows) if (r.j) jobs.set(Number(r.id), jobFromJson(r.j));
+    }
+    const out = new Map<Failure, Job | null>();
+    for (const f of first.values()) out.set(f, done.has(f.id) ? jobs.get(f.id) ?? null : null);
+    if (again.length) {
+      const rest = await this.failBatch(again);
+      again.forEach((f, i) => out.set(f, rest[i]));
+    }
+    return items.map((f) => out.get(f) ?? null);
   }
 
   async snooze(id: number, lease: number, delayMs: number): Promise<boolean> {
