@@ -20,8 +20,10 @@
  * transaction has it ended by PostgreSQL (its own session only), which rolls back what it had not
  * committed and frees its locks. A leader stopped between the messages of one statement (the driver
  * describes a statement with parameters before it sends its execution) leaves the transaction `active`, not
- * idle; the fence's `statement_timeout` of twice `leaderTtl` ends that one (and any duty statement that runs
- * so long). See docs/guide/operations.md ("The leader") and ADR 014.
+ * idle, and PostgreSQL ignores a statement timeout while it waits for the client; on PostgreSQL 17 and later
+ * the fence's `transaction_timeout` (twice `leaderTtl` and a second) ends that session, on 15 and 16 it
+ * holds the term while it stays stopped (ADR 014). The fence's `statement_timeout` of twice `leaderTtl`
+ * cancels a duty statement that runs so long. See docs/guide/operations.md ("The leader") and ADR 014.
  */
 import type { Db } from "../db/connection.ts";
 import { NotLeaderError } from "../db/driver.ts";
@@ -65,9 +67,17 @@ export class LeaderElection {
       return await o.db.begin(async (tx) => {
         const ok = await tx.query(
           `select set_config('idle_in_transaction_session_timeout', $3, true) as t,
-                  set_config('statement_timeout', $4, true) as s
+                  set_config('statement_timeout', $4, true) as s,
+                  case when current_setting('server_version_num')::integer >= 170000
+                       then set_config('transaction_timeout', $5, true) end as x
              from ${o.names.q}.leadership where holder = $1 and term = $2 for key share`,
-          [o.id, term, String(Math.ceil(o.ttlMs)), String(Math.ceil(2 * o.ttlMs))],
+          [
+            o.id,
+            term,
+            String(Math.ceil(o.ttlMs)),
+            String(Math.ceil(2 * o.ttlMs)),
+            String(Math.ceil(2 * o.ttlMs) + 1_000),
+          ],
         );
         if (ok.length === 0) throw new NotLeaderError();
         return await fn(tx);
