@@ -429,7 +429,9 @@ Deno.test("graceful shutdown: finishers complete, the rest are aborted and retry
     await waitFor(() => started === 2, 5000, "both started");
     const t0 = Date.now();
     await stop(400);
-    assert.ok(Date.now() - t0 < 3000);
+    // The drain (0.4 s) and the stuck grace (0.5 s), not the stuck handler: it never returns. A loaded CI
+    // machine took over 3 s once, so the bound leaves room; what it guards against would never resolve.
+    assert.ok(Date.now() - t0 < 10_000, `stop took ${Date.now() - t0} ms`);
     assert.equal((await client.getJob(q.id))!.state, "completed");
     const st = (await client.getJob(s.id))!;
     // Retryable at once: the leader (still running while the worker drains) may already have promoted it.
