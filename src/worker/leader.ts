@@ -18,11 +18,10 @@
  * duty's transaction, and the takeover would wait a second TTL. The fence also sets the
  * transaction's `idle_in_transaction_session_timeout` to `leaderTtl`: a leader stopped inside a duty's
  * transaction has it ended by PostgreSQL (its own session only), which rolls back what it had not
- * committed and frees its locks. A leader stopped between the messages of one statement (the driver
- * describes a statement with parameters before it sends its execution) leaves the transaction `active`, not
- * idle, and PostgreSQL ignores a statement timeout while it waits for the client; on PostgreSQL 17 and later
- * the fence's `transaction_timeout` (twice `leaderTtl` and a second) ends that session, on 15 and 16 it
- * holds the term while it stays stopped (ADR 014). The fence's `statement_timeout` of twice `leaderTtl`
+ * committed and frees its locks. A leader stopped between a statement's describe and its execution is idle
+ * too: inside a transaction the vendored driver ends the describe with Sync (patch 0005), and on PostgreSQL
+ * 17 and later the fence's `transaction_timeout` (twice `leaderTtl` and a second) bounds the transaction as
+ * well (ADR 014). The fence's `statement_timeout` of twice `leaderTtl`
  * cancels a duty statement that runs so long. See docs/guide/operations.md ("The leader") and ADR 014.
  */
 import type { Db } from "../db/connection.ts";

@@ -2,12 +2,17 @@
  * The fixes of the vendored postgres.js (src/vendor/postgres/README.md), on a socket of our own (the
  * driver's `socket` option), so the order of socket events is exact: a reset reported after the connection
  * closed (as Deno reported one when PostgreSQL stopped immediately), a reset during the array-type fetch, and
- * a query written after the socket closed (the `nextWrite` change). Each fails on the unpatched 3.4.9.
+ * a query written after the socket closed (the `nextWrite` change). Each fails on the unpatched 3.4.9. The
+ * describe that ends with Sync inside a transaction block runs against the real server, on a socket that can
+ * hold back the driver's Bind.
  */
 import assert from "node:assert/strict";
 import { EventEmitter } from "node:events";
 import { Buffer } from "node:buffer";
+import net from "node:net";
+import { once } from "node:events";
 import postgres from "../../src/vendor/postgres/index.js";
+import { DATABASE_URL, POOLED, waitFor } from "../helpers/db.ts";
 
 /** Enough of a net.Socket for the driver: it records writes and answers only through `onWrite`. */
 class FakeSocket extends EventEmitter {
@@ -186,6 +191,103 @@ Deno.test("vendored postgres.js: a query on a reserved connection whose socket c
     reserved.release();
   } finally {
     escaped.stop();
+    await sql.end({ timeout: 0 }).catch(() => {});
+  }
+});
+
+/** The vendored driver on a real connection to the test database whose writes starting with Bind are held while `hold.on`. */
+function driverHolding(hold: { on: boolean; held: Array<() => void> }) {
+  const url = new URL(DATABASE_URL);
+  return postgres(
+    DATABASE_URL,
+    {
+      max: 1,
+      onnotice: () => {},
+      prepare: !POOLED,
+      socket: async () => {
+        const s = net.connect(Number(url.port || 5432), url.hostname);
+        await once(s, "connect");
+        const write = s.write.bind(s) as (chunk: Uint8Array, cb?: () => void) => boolean;
+        (s as unknown as { write: typeof write }).write = (chunk, cb) => {
+          if (hold.on && chunk[0] === 66 /* Bind */) {
+            hold.held.push(() => write(chunk, cb));
+            return true;
+          }
+          return write(chunk, cb);
+        };
+        return s;
+      },
+    } as Parameters<typeof postgres>[1],
+  );
+}
+
+Deno.test("vendored postgres.js: a client stopped between a statement's describe and its execution inside a transaction leaves the session idle in transaction, which the idle timeout ends", async () => {
+  // A worker stopped (SIGSTOP) right after the driver described a statement kept its transaction active
+  // with 3.4.9 (Parse, Describe, Flush: the server waits inside the extended-protocol exchange), so neither
+  // idle_in_transaction_session_timeout nor a cancel ended it and its locks stayed. Here the Bind that would
+  // follow the describe is held back, as a stopped process would.
+  const hold = { on: false, held: [] as Array<() => void> };
+  const sql = driverHolding(hold);
+  const observer = postgres(DATABASE_URL, { max: 1, onnotice: () => {}, prepare: !POOLED });
+  const key = 7_000_000_000 + Math.floor(Math.random() * 1_000_000_000);
+  let pid = 0;
+  try {
+    const outcome = sql.begin(async (tx) => {
+      await tx.unsafe(`set local idle_in_transaction_session_timeout = '1500ms'`);
+      [{ pid }] = await tx.unsafe(`select pg_backend_pid() as pid, pg_advisory_xact_lock(${key})`);
+      hold.on = true;
+      await tx`select ${1}::int as x`;
+    }).then(() => "committed", (e: Error) => e);
+    await waitFor(() => pid && hold.held.length > 0, 5_000, "the statement's describe to be answered");
+    const state = async () =>
+      (await observer`select state from pg_stat_activity where pid = ${pid}`)[0]?.state as string | undefined;
+    assert.equal(
+      await state(),
+      "idle in transaction",
+      "between describe and execution the session waits idle",
+    );
+    const [{ locked }] = await observer`select pg_try_advisory_lock(${key}) as locked`;
+    assert.equal(locked, false, "its transaction still holds its lock");
+    await waitFor(async () => (await state()) === undefined, 10_000, "the idle timeout to end the session");
+    const [{ free }] = await observer`select pg_try_advisory_lock(${key}) as free`;
+    assert.equal(free, true, "the ended session's lock is released");
+    await observer`select pg_advisory_unlock(${key})`;
+    hold.on = false;
+    hold.held.splice(0).forEach((send) => send());
+    assert.ok((await outcome) instanceof Error, "the stopped transaction did not commit");
+  } finally {
+    hold.on = false;
+    await sql.end({ timeout: 0 }).catch(() => {});
+    await observer.end();
+  }
+});
+
+Deno.test("vendored postgres.js: statements described inside and outside transactions answer right, errors included", async () => {
+  const hold = { on: false, held: [] as Array<() => void> };
+  const sql = driverHolding(hold);
+  try {
+    // Each statement is new to the connection, so each is described first.
+    const sums = await sql.begin(async (tx) => {
+      const [a] = await tx`select ${1}::int + ${2}::int as s`;
+      const rows = await tx`select g from generate_series(1, ${3}::int) g`;
+      const pipelined = await Promise.all([tx`select ${4}::int as a`, tx`select ${5}::text as b`]);
+      return [a.s, rows.map((r) => r.g), pipelined[0][0].a, pipelined[1][0].b];
+    });
+    assert.deepEqual(sums, [3, [1, 2, 3], 4, "5"]);
+    // An error at parse (no such table) and one at execution (division by zero) end their transactions.
+    const parse = await sql.begin(async (tx) => {
+      await tx`select ${1}::int from svc_no_such_table_${sql.unsafe(String(Date.now()))}`;
+    }).catch((e) => e);
+    assert.equal((parse as { code?: string }).code, "42P01");
+    const exec = await sql.begin(async (tx) => {
+      await tx`select 1 / ${0}::int`;
+    }).catch((e) => e);
+    assert.equal((exec as { code?: string }).code, "22012");
+    // The connection's bookkeeping is intact: outside a block (Flush) and inside one again.
+    assert.equal((await sql`select ${6}::int as v`)[0].v, 6);
+    assert.equal((await sql.begin((tx) => tx`select ${7}::int as v`))[0].v, 7);
+    assert.equal((await sql.begin((tx) => tx`select ${"ok"}::text as v`))[0].v, "ok");
+  } finally {
     await sql.end({ timeout: 0 }).catch(() => {});
   }
 });

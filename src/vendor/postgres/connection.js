@@ -107,6 +107,7 @@ function Connection(options, queues = {}, { onopen = noop, onend = noop, onclose
     , ended = null
     , nonce = null
     , query = null
+    , txStatus = 73 // svc patch: the transaction status of the last ReadyForQuery (I, T or E)
     , final = null
 
   const connection = {
@@ -191,7 +192,12 @@ function Connection(options, queues = {}, { onopen = noop, onend = noop, onclose
     return q.options.simple
       ? b().Q().str(q.statement.string + b.N).end()
       : q.describeFirst
-        ? Buffer.concat([describe(q), Flush])
+        // svc patch: inside a transaction block, a statement described before it runs ends its describe
+        // with Sync instead of Flush, so that between the two exchanges the session is idle in transaction
+        // (idle_in_transaction_session_timeout applies) and not active with its locks held for as long as
+        // the client is stopped. Only when nothing is pipelined ahead, so the status is the current one;
+        // outside a block a pooler in transaction mode could hand the execution to another server.
+        ? Buffer.concat([describe(q), (q.describeSync = !q.onlyDescribe && !q.cursorFn && txStatus === 84 && query === q) ? Sync : Flush])
         : q.prepare
           ? q.prepared
             ? prepared(q)
@@ -335,7 +341,7 @@ function Connection(options, queues = {}, { onopen = noop, onend = noop, onclose
       try {
         handle(incoming.subarray(0, length + 1))
       } catch (e) {
-        query && (query.cursorFn || query.describeFirst) && write(Sync)
+        query && (query.cursorFn || (query.describeFirst && !query.describeSync)) && write(Sync)
         errored(e)
       }
       incoming = incoming.subarray(length + 1)
@@ -548,6 +554,11 @@ function Connection(options, queues = {}, { onopen = noop, onend = noop, onclose
   }
 
   function ReadyForQuery(x) {
+    txStatus = x[5]
+    // svc patch: the ReadyForQuery that answers a describe's Sync; the statement's own follows.
+    if (query && query.skipReady)
+      return (query.skipReady = false)
+
     if (query) {
       if (errorResponse) {
         query.retried
@@ -648,7 +659,7 @@ function Connection(options, queues = {}, { onopen = noop, onend = noop, onclose
       !query.statement.types[i] && (query.statement.types[i] = x.readUInt32BE(7 + i * 4))
 
     query.prepare && (statements[query.signature] = query.statement)
-    query.describeFirst && !query.onlyDescribe && (write(prepared(query)), query.describeFirst = false)
+    query.describeFirst && !query.onlyDescribe && (write(prepared(query)), query.describeFirst = false, query.skipReady = query.describeSync)
   }
 
   function RowDescription(x) {
@@ -829,7 +840,7 @@ function Connection(options, queues = {}, { onopen = noop, onend = noop, onclose
 
   function ErrorResponse(x) {
     if (query) {
-      (query.cursorFn || query.describeFirst) && write(Sync)
+      (query.cursorFn || (query.describeFirst && !query.describeSync)) && write(Sync)
       errorResponse = Errors.postgres(parseError(x))
     } else {
       errored(Errors.postgres(parseError(x)))
