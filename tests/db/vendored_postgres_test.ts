@@ -4,7 +4,7 @@
  * closed (as Deno reported one when PostgreSQL stopped immediately), a reset during the array-type fetch, and
  * a query written after the socket closed (the `nextWrite` change). Each fails on the unpatched 3.4.9. The
  * describe that ends with Sync inside a transaction block runs against the real server, on a socket that can
- * hold back the driver's Bind.
+ * hold back the driver's Bind; the pool's choice of an idle connection is checked against it too.
  */
 import assert from "node:assert/strict";
 import { EventEmitter } from "node:events";
@@ -289,5 +289,28 @@ Deno.test("vendored postgres.js: statements described inside and outside transac
     assert.equal((await sql.begin((tx) => tx`select ${"ok"}::text as v`))[0].v, "ok");
   } finally {
     await sql.end({ timeout: 0 }).catch(() => {});
+  }
+});
+
+Deno.test({
+  name: "vendored postgres.js: the pool gives a query the idle connection used last",
+  // Through a transaction pooler the server behind a client connection changes between transactions.
+  ignore: POOLED,
+}, async () => {
+  // With 3.4.9's first in, first out, sequential queries went round every open connection in turn.
+  const sql = postgres(DATABASE_URL, { max: 3, onnotice: () => {}, prepare: !POOLED });
+  try {
+    // Three queries at once open three connections.
+    const opened = await Promise.all(
+      [0, 1, 2].map(() =>
+        sql`select pg_backend_pid() as pid, pg_sleep(0.05)`.then((r) => r[0].pid as number)
+      ),
+    );
+    assert.equal(new Set(opened).size, 3, "three connections opened");
+    const pids: number[] = [];
+    for (let i = 0; i < 6; i++) pids.push((await sql`select pg_backend_pid() as pid`)[0].pid);
+    assert.equal(new Set(pids).size, 1, `one warm connection took every query in turn: ${pids.join(", ")}`);
+  } finally {
+    await sql.end();
   }
 });

@@ -15,6 +15,19 @@ function Queue(initial = []) {
         : (xs.splice(index, 1), x)
     },
     push: (x) => (xs.push(x), x),
+    // svc patch: the newest item (index.js takes the idle connection used last).
+    pop: () => {
+      if (xs.length === index)
+        return undefined
+
+      const out = xs.pop()
+      if (index === xs.length) {
+        index = 0
+        xs = []
+      }
+
+      return out
+    },
     shift: () => {
       const out = xs[index++]
 

@@ -35,6 +35,8 @@ export interface MaintenanceContext {
 export interface Duty {
   name: string;
   everyMs: number;
+  /** First run one period after this process became leader, not at once (housekeeping that can wait). */
+  deferred?: boolean;
   run: (m: MaintenanceContext) => Promise<void>;
 }
 
@@ -57,10 +59,10 @@ export class MaintenanceLoop {
       { name: "promote", everyMs: intervalMs, run: promote },
       { name: "callback_timeouts", everyMs: intervalMs, run: expireCallbacks },
       { name: "rescue", everyMs: intervalMs, run: rescue },
-      { name: "cleanup", everyMs: 60_000, run: cleanup },
-      { name: "statistics", everyMs: Math.max(intervalMs, 5_000), run: statistics },
-      { name: "ring", everyMs: Math.max(intervalMs, 1_000), run: ring },
-      { name: "samples", everyMs: Math.max(intervalMs, 5_000), run: samples },
+      { name: "cleanup", deferred: true, everyMs: 60_000, run: cleanup },
+      { name: "statistics", deferred: true, everyMs: Math.max(intervalMs, 5_000), run: statistics },
+      { name: "ring", deferred: true, everyMs: Math.max(intervalMs, 1_000), run: ring },
+      { name: "samples", deferred: true, everyMs: Math.max(intervalMs, 5_000), run: samples },
       ...extraDuties,
     ];
   }
@@ -92,6 +94,7 @@ export class MaintenanceLoop {
       if (this.election.isLeader) {
         for (const d of this.duties) {
           if (this.stopping) break;
+          if (!this.lastRun.has(d.name) && d.deferred) this.lastRun.set(d.name, Date.now());
           const last = this.lastRun.get(d.name) ?? 0;
           if (Date.now() - last < d.everyMs) continue;
           this.lastRun.set(d.name, Date.now());
