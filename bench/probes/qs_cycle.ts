@@ -1,6 +1,7 @@
 /**
  * Probe: queue storage's claim and completion, one after another on one connection, as the worker calls them
- * (args: L K [SLOTS] [SHARDS] [LIVE]): K cycles of `claim(L)` then `complete` of those L jobs, with
+ * (args: L K [SLOTS] [SHARDS] [LIVE]): K cycles of `claim(L)` then `complete_many` of those L jobs (env JSON=1:
+ * `complete`, the JSON form; FLUSH=n: n at a time, the completion figure then covers every part), with
  * `synchronous_commit` off so that the WAL flush is not in the figures. Prints, per call, the wall time and
  * the backend's CPU time (from /proc: the server must run on this machine), and the relation locks one claim
  * and one completion take. LIVE (default 1) is the number of ring slots that hold ready rows when the cycles
@@ -31,7 +32,25 @@ const claim = (n: number) =>
     "{}",
     0,
   ], { prepare: true });
-const complete = (rows: postgres.Row[]) =>
+/** `complete_many`, the worker's call: the same completions as array literals. */
+const completeMany = (rows: postgres.Row[]) =>
+  sql.unsafe(
+    `select svc_qs.complete_many($1::text::bigint[], $2::text::integer[], $3::text::smallint[],
+       $4::text::bigint[], $5::text::bigint[], $6::text::jsonb[], $7::text::text[], true) as id`,
+    [
+      `{${rows.map((r) => r.job_id).join(",")}}`,
+      `{${rows.map((r) => r.lease).join(",")}}`,
+      `{${rows.map((r) => r.slot).join(",")}}`,
+      `{${rows.map((r) => r.claim_id).join(",")}}`,
+      `{${rows.map(() => Date.now()).join(",")}}`,
+      `{${rows.map(() => "NULL").join(",")}}`,
+      `{${rows.map(() => "NULL").join(",")}}`,
+    ],
+    { prepare: true },
+  );
+/** `complete`, the JSON form (env JSON=1; callers in a transaction of their own used it before). */
+const complete = (rows: postgres.Row[]) => Deno.env.get("JSON") ? completeJson(rows) : completeMany(rows);
+const completeJson = (rows: postgres.Row[]) =>
   sql.unsafe(`select svc_qs.complete($1::text::jsonb, true) as id`, [
     JSON.stringify(rows.map((r) => ({
       id: Number(r.job_id),
@@ -92,7 +111,9 @@ for (let k = 0; k < K; k++) {
   cc += cpu() - c;
   if (rows.length !== L) throw new Error(`claimed ${rows.length} of ${L}`);
   c = cpu(), w = performance.now();
-  await complete(rows);
+  // env FLUSH=n: the claim's jobs completed n at a time (a worker with prefetch flushes a claim in parts).
+  const flush = Number(Deno.env.get("FLUSH") ?? L);
+  for (let i = 0; i < rows.length; i += flush) await complete(rows.slice(i, i + flush));
   wk += performance.now() - w;
   ck += cpu() - c;
 }

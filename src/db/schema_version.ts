@@ -25,6 +25,8 @@ export const MIGRATIONS: readonly { version: number; file: string }[] = [
   BASELINE,
   // The ring's position in a sequence, read without a snapshot by producers (ADR 016).
   { version: 11, file: "0011_ring_position.sql" },
+  // The completion arrays compressed with lz4 where the server has it (ADR 016).
+  { version: 12, file: "0012_completion_compression.sql" },
 ];
 
 /** The schema version this binary needs (workers run on any schema at or above it). */

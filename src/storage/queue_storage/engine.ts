@@ -18,30 +18,29 @@ import { JOB_STATES, TERMINAL_STATES } from "../../types.ts";
 import { jobFromJson } from "../../wire.ts";
 import { notDeletable } from "../shared/delete.ts";
 import { readJobErrors, storedErrorText } from "../../job_errors.ts";
-import {
-  type AbandonedAttemptReport,
-  type AttemptRef,
-  type CallbackRecord,
-  type CallbackResolution,
-  type ClaimRequest,
-  type Completion,
-  completionsJson,
-  type Failure,
-  type JobFilter,
-  type KindCounts,
-  type KindMinute,
-  type MaintainedJob,
-  type NewJob,
-  type ParkRequest,
-  type QueueDepth,
-  type ResolveAction,
-  type ResolveArgs,
-  type Retention,
-  type RingReport,
-  type RuntimeReport,
-  type StorageEngine,
-  type StorageState,
-  type ThroughputPoint,
+import type {
+  AbandonedAttemptReport,
+  AttemptRef,
+  CallbackRecord,
+  CallbackResolution,
+  ClaimRequest,
+  Completion,
+  Failure,
+  JobFilter,
+  KindCounts,
+  KindMinute,
+  MaintainedJob,
+  NewJob,
+  ParkRequest,
+  QueueDepth,
+  ResolveAction,
+  ResolveArgs,
+  Retention,
+  RingReport,
+  RuntimeReport,
+  StorageEngine,
+  StorageState,
+  ThroughputPoint,
 } from "../engine.ts";
 import { enqueueJobs } from "../shared/enqueue.ts";
 import { DEPTH_CAP, readDepths, readKindMinute, SampleStore } from "../shared/samples.ts";
@@ -242,17 +241,6 @@ export class QueueStorageEngine implements StorageEngine {
     return [...done.keys()];
   }
 
-  /** The completions as `complete()` reads them: with the claim's slot and the job's unique key. */
-  private completionItems(items: Completion[]): string {
-    return completionsJson(items, (c) => {
-      const loc = this.locators.get(`${c.id}:${c.lease}`);
-      if (!loc) return "";
-      return loc.unique_key === undefined
-        ? `,"slot":${loc.slot},"claim":${loc.claim}`
-        : `,"slot":${loc.slot},"claim":${loc.claim},"unique_key":${JSON.stringify(loc.unique_key)}`;
-    });
-  }
-
   async complete(items: Completion[], keep: boolean): Promise<number[]> {
     if (items.length === 0) return [];
     return await this.completeVia(this.db, items, keep);
@@ -269,14 +257,49 @@ export class QueueStorageEngine implements StorageEngine {
 
   private async completeVia(db: Db, items: Completion[], keep: boolean): Promise<number[]> {
     try {
-      const rows = await db.query(`select ${this.q}.complete($1::text::jsonb, $2) as id`, [
-        this.completionItems(items),
-        keep,
-      ]);
+      const a = this.completionArrays(items);
+      const rows = await db.query(
+        `select ${this.q}.complete_many($1::text::bigint[], $2::text::integer[], $3::text::smallint[],
+                $4::text::bigint[], $5::text::bigint[], $6::text::jsonb[], $7::text::text[], $8) as id`,
+        [a.ids, a.leases, a.slots, a.claims, a.started, a.results, a.uniqueKeys, keep],
+      );
       return rows.map((r) => Number(r.id));
     } finally {
       items.forEach((c) => this.forget(c));
     }
+  }
+
+  /**
+   * The completions as `complete_many()` reads them: array literals, one element per attempt, with the claim's
+   * slot and batch and the job's unique key from the locator (null when this engine did not claim it).
+   */
+  private completionArrays(items: Completion[]): Record<
+    "ids" | "leases" | "slots" | "claims" | "started" | "results" | "uniqueKeys",
+    string
+  > {
+    let ids = "", leases = "", slots = "", claims = "", started = "", results = "", keys = "";
+    for (let i = 0; i < items.length; i++) {
+      const c = items[i];
+      const loc = this.locators.get(`${c.id}:${c.lease}`);
+      const sep = i ? "," : "";
+      ids += sep + c.id;
+      leases += sep + c.lease;
+      slots += sep + (loc ? loc.slot : "NULL");
+      claims += sep + (loc ? loc.claim : "NULL");
+      started += sep + (c.startedAt ? c.startedAt.getTime() : "NULL");
+      const json = c.resultJson ?? (c.result === undefined ? "null" : JSON.stringify(c.result) ?? "null");
+      results += sep + (json === "null" ? "NULL" : arrayElement(json));
+      keys += sep + (loc?.unique_key === undefined ? "NULL" : arrayElement(loc.unique_key));
+    }
+    return {
+      ids: `{${ids}}`,
+      leases: `{${leases}}`,
+      slots: `{${slots}}`,
+      claims: `{${claims}}`,
+      started: `{${started}}`,
+      results: `{${results}}`,
+      uniqueKeys: `{${keys}}`,
+    };
   }
 
   fail(f: Failure): Promise<Job | null> {
@@ -699,6 +722,11 @@ export class QueueStorageEngine implements StorageEngine {
   storageState(): Promise<StorageState> {
     return readStorageState(this.db, this.n);
   }
+}
+
+/** A text element of a PostgreSQL array literal: quoted, with backslashes and double quotes escaped. */
+function arrayElement(s: string): string {
+  return `"${s.replace(/[\\"]/g, "\\$&")}"`;
 }
 
 /** A Job from a row of `claim()`. */

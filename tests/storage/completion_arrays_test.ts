@@ -1,0 +1,80 @@
+/**
+ * A batch of completions, as the worker's completer sends it: results and unique keys that hold what an array
+ * literal must escape (quotes, backslashes, commas, braces, the word NULL) come back as they were; a stale
+ * lease beside its job's current one completes nothing; an attempt the engine did not claim itself (another
+ * process's, after a restart) completes through the closing path. Both engines.
+ */
+import assert from "node:assert/strict";
+import { claim } from "../helpers/claim.ts";
+import { withSchema } from "../helpers/db.ts";
+import type { Completion } from "../../src/storage/engine.ts";
+import { createClient } from "../../src/client/client.ts";
+import { DATABASE_URL } from "../helpers/db.ts";
+
+const RESULTS: unknown[] = [
+  { s: 'x"y\\z,{}', n: [1, "2"] },
+  "NULL",
+  null,
+  ["{a,b}", '"', "\\"],
+  { u: "é\u2028😀", empty: "" },
+  0,
+];
+/** The jobs' unique keys (null: none). */
+const KEYS = ['a"b', "c\\d,{e}", "NULL", "", null, "plain"];
+
+Deno.test("completions in one batch: escaped results and unique keys, a stale lease, an attempt claimed elsewhere", () =>
+  withSchema(async (client, schema, sql) => {
+    // Through the SQL API, which takes a unique key as it is (the client's keys are made from kind and args).
+    const enqueue = async (i: number, key: string | null) => {
+      const item = {
+        kind: "k",
+        queue: "default",
+        args: { i },
+        priority: 2,
+        max_attempts: 25,
+        tags: [],
+        metadata: {},
+        ...(key === null ? {} : { unique_key: key }),
+      };
+      const [r] = await sql.unsafe(`select id, duplicate from "${schema}".enqueue_jobs($1::text::jsonb)`, [
+        JSON.stringify([item]),
+      ]);
+      return { id: Number(r.id), duplicate: r.duplicate as boolean };
+    };
+    const enqueued = [];
+    for (let i = 0; i < RESULTS.length; i++) enqueued.push(await enqueue(i, KEYS[i]));
+    assert.ok(enqueued.every((e) => !e.duplicate));
+    const claimed = await claim(client, "default", RESULTS.length, "rt-arrays");
+    assert.equal(claimed.length, RESULTS.length);
+    const byArg = new Map(claimed.map((j) => [(j.args as { i: number }).i, j]));
+    const items: Completion[] = RESULTS.map((result, i) => ({
+      id: byArg.get(i)!.id,
+      lease: byArg.get(i)!.lease,
+      result,
+      resultJson: JSON.stringify(result),
+      startedAt: new Date(Date.now() - 1000 * (i + 1)),
+    }));
+    // The last job's attempt is completed by a client of its own, whose engine did not claim it.
+    const last = items.pop()!;
+    const stale = { ...items[0], lease: items[0].lease + 1, result: "stale", resultJson: '"stale"' };
+    const done = await client.engine.complete([...items, stale], true);
+    assert.deepEqual(done.sort((a, b) => a - b), items.map((c) => c.id).sort((a, b) => a - b));
+    const other = createClient({ databaseUrl: DATABASE_URL, schema, maxConnections: 1 });
+    try {
+      assert.deepEqual(await other.engine.complete([last], true), [last.id]);
+    } finally {
+      await other.close();
+    }
+    for (const [i, c] of [...items, last].entries()) {
+      const job = await client.getJob(c.id);
+      assert.equal(job?.state, "completed", `job ${i}`);
+      assert.deepEqual(job?.result, RESULTS[i], `job ${i}'s result`);
+    }
+    // Each key was released with its job: the same key makes a new job now.
+    for (const [i, key] of KEYS.entries()) {
+      if (key === null) continue;
+      const again = await enqueue(100 + i, key);
+      assert.equal(again.duplicate, false, `key ${JSON.stringify(key)} was released`);
+      assert.notEqual(again.id, enqueued[i].id, `key ${JSON.stringify(key)} was released`);
+    }
+  }));
