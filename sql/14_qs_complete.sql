@@ -1,6 +1,7 @@
 -- Queue storage: completions, the hot path (one completions row per claim batch and slot).
 
--- The writes of one slot: a function per ring slot (complete_in_slot_<slot>) names that slot's partitions
+-- The writes of one slot: a function per ring slot (complete_rows_<slot>, and complete_in_slot_<slot> that
+-- reads the JSON form of complete()) names that slot's partitions
 -- (claims_<slot>, closed_<slot>, completions_<slot>) directly, so its cached plan probes three small tables
 -- instead of starting an index scan in every partition of the parents for each item (as the claim does,
 -- 13_qs_claim.sql). The slot count is fixed when queue storage is installed; the block below writes them.
@@ -17,24 +18,14 @@ begin
     execute format($slot$
 create or replace function svc_qs.complete_in_slot_%1$s(p_items jsonb) returns bigint[]
 language plpgsql set search_path from current set jit = off as $$
-declare
-  v_done bigint[];
 begin
-  with ins as (
-    insert into svc_qs.completions_%1$s (slot, claim_id, ids, leases, started_at, results)
-    select %1$s, i.claim, array_agg(i.id), array_agg(i.lease), array_agg(coalesce(i.started_at, now())),
-           array_agg(i.result)
-      from jsonb_to_recordset(p_items) as i(id bigint, lease integer, slot smallint, claim bigint,
-                                            started_at timestamptz, result jsonb)
-     where i.claim is not null and i.slot = %1$s
-       and (select true from svc_qs.claims_%1$s c where c.claim_id = i.claim limit 1)
-       and (select true from svc_qs.closed_%1$s c where c.job_id = i.id and c.lease = i.lease limit 1) is null
-       and (select true from svc_qs.completions_%1$s x where x.claim_id = i.claim and i.id = any(x.ids)
-             limit 1) is null
-     group by i.claim
-    returning ids)
-  select coalesce(array_agg(u), '{}') into v_done from ins, unnest(ins.ids) u;
-  return v_done;
+  -- The JSON form of complete_rows_%1$s (below), for complete().
+  return (select svc_qs.complete_rows_%1$s(array_agg(i.id), array_agg(i.lease), array_agg(i.slot),
+                                           array_agg(i.claim),
+                                           array_agg((extract(epoch from i.started_at) * 1000)::bigint),
+                                           array_agg(i.result))
+            from jsonb_to_recordset(p_items) as i(id bigint, lease integer, slot smallint, claim bigint,
+                                                  started_at timestamptz, result jsonb));
 end $$
 $slot$, i);
     execute format($slot$

@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { claim } from "../helpers/claim.ts";
-import { withSchema } from "../helpers/db.ts";
+import { engineTest, withSchema } from "../helpers/db.ts";
 import type { Completion } from "../../src/storage/engine.ts";
 import { createClient } from "../../src/client/client.ts";
 import { DATABASE_URL } from "../helpers/db.ts";
@@ -78,3 +78,36 @@ Deno.test("completions in one batch: escaped results and unique keys, a stale le
       assert.notEqual(again.id, enqueued[i].id, `key ${JSON.stringify(key)} was released`);
     }
   }));
+
+engineTest(
+  "queue_storage",
+  "the JSON form of the completion, which earlier workers call, writes the same as the arrays",
+  () =>
+    withSchema(async (client, schema, sql) => {
+      await client.enqueueMany([{ kind: "k", args: { n: 1 } }, { kind: "k", args: { n: 2 } }]);
+      const rows = await sql.unsafe(
+        `select job_id, lease, slot, claim_id from "${schema}_qs".claim('default', 2, 2, 'rt-json', '{}'::jsonb,
+              '{}'::jsonb, 0)`,
+      );
+      assert.equal(rows.length, 2);
+      const started = new Date(Date.now() - 5_000);
+      const items = rows.map((r, i) => ({
+        id: Number(r.job_id),
+        lease: r.lease,
+        slot: r.slot,
+        claim: Number(r.claim_id),
+        started_at: started.toISOString(),
+        result: i === 0 ? { s: 'a"b\\c' } : null,
+      }));
+      const done = await sql.unsafe(`select "${schema}_qs".complete($1::text::jsonb, true) as id`, [
+        JSON.stringify(items),
+      ]);
+      assert.deepEqual(done.map((r) => Number(r.id)).sort(), items.map((i) => i.id).sort());
+      for (const it of items) {
+        const job = await client.getJob(it.id);
+        assert.equal(job?.state, "completed");
+        assert.deepEqual(job?.result, it.result);
+        assert.equal(job?.attemptedAt?.getTime(), started.getTime(), "the handler's start time is kept");
+      }
+    }),
+);
