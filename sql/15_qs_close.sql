@@ -191,6 +191,23 @@ begin
   end if;
 end $$;
 
+-- close_attempts, then each closed job as it is after the closure (get_job, in a later statement so that it
+-- sees what the closure wrote). One call: a caller that retries after an error never finds the closure done
+-- and its answer lost (a failure's event and metric need the job as it became).
+create or replace function svc_qs.close_attempts_read(p_items jsonb)
+returns table (ord integer, job_id bigint, state text, job jsonb)
+language plpgsql set search_path from current set jit = off as $$
+declare
+  v_closed jsonb;
+begin
+  select coalesce(jsonb_agg(jsonb_build_object('ord', c.ord, 'job_id', c.job_id, 'state', c.state)), '[]')
+    into v_closed
+    from svc_qs.close_attempts(p_items) c;
+  return query
+    select (x ->> 'ord')::integer, (x ->> 'job_id')::bigint, x ->> 'state', get_job((x ->> 'job_id')::bigint)
+      from jsonb_array_elements(v_closed) x;
+end $$;
+
 -- Parked rows (state p_state) for attempts take_ring took out of the ring; returns their job ids.
 create or replace function svc_qs.park_taken(p_taken jsonb, p_state text) returns setof bigint
 language plpgsql set search_path from current set jit = off as $$

@@ -223,14 +223,25 @@ export class QueueStorageEngine implements StorageEngine {
 
   /** Runs `close_attempts` for items with one action each; returns {job id: new state}. */
   private async close(items: (AttemptRef & Record<string, unknown>)[]): Promise<Map<number, JobState>> {
-    if (items.length === 0) return new Map();
+    const rows = await this.closeWith("close_attempts", items);
+    return new Map(rows.map((r) => [Number(r.job_id), r.state as JobState]));
+  }
+
+  /**
+   * Runs `fn` (`close_attempts`, or `close_attempts_read`, which also answers each closed job as it became)
+   * for items with one action each; the rows it returns.
+   */
+  private async closeWith(
+    fn: "close_attempts" | "close_attempts_read",
+    items: (AttemptRef & Record<string, unknown>)[],
+  ): Promise<Row[]> {
+    if (items.length === 0) return [];
     const json = JSON.stringify(items.map((it, ord) => {
       const loc = this.locators.get(`${it.id}:${it.lease}`);
       return { ...it, id: it.id, lease: it.lease, slot: loc?.slot, ord };
     }));
     try {
-      const rows = await this.db.query(`select * from ${this.q}.close_attempts($1::text::jsonb)`, [json]);
-      return new Map(rows.map((r) => [Number(r.job_id), r.state as JobState]));
+      return await this.db.query(`select * from ${this.q}.${fn}($1::text::jsonb)`, [json]);
     } finally {
       items.forEach((it) => this.forget(it));
     }
@@ -336,26 +347,24 @@ export class QueueStorageEngine implements StorageEngine {
       if (first.has(f.id)) again.push(f);
       else first.set(f.id, f);
     }
-    const done = await this.close([...first.values()].map((f) => ({
-      id: f.id,
-      lease: f.lease,
-      action: "fail",
-      error: storedErrorText(f.error, f.stack),
-      started_at: f.startedAt?.toISOString(),
-      terminal: f.terminal,
-      delay_ms: f.retryDelayMs === undefined ? null : Math.max(0, Math.round(f.retryDelayMs)),
-    })));
-    const ids = [...done.keys()];
+    // Closed and read back in one call, so that a retry after an error never finds the failure written and
+    // its answer (the job as it became, for the event and the metric) lost.
+    const rows = await this.closeWith(
+      "close_attempts_read",
+      [...first.values()].map((f) => ({
+        id: f.id,
+        lease: f.lease,
+        action: "fail",
+        error: storedErrorText(f.error, f.stack),
+        started_at: f.startedAt?.toISOString(),
+        terminal: f.terminal,
+        delay_ms: f.retryDelayMs === undefined ? null : Math.max(0, Math.round(f.retryDelayMs)),
+      })),
+    );
     const jobs = new Map<number, Job>();
-    if (ids.length) {
-      const rows = await this.db.query(
-        `select u.id, ${this.n.q}.get_job(u.id) as j from unnest($1::bigint[]) as u(id)`,
-        [ids],
-      );
-      for (const r of rows) if (r.j) jobs.set(Number(r.id), jobFromJson(r.j));
-    }
+    for (const r of rows) if (r.job) jobs.set(Number(r.job_id), jobFromJson(r.job));
     const out = new Map<Failure, Job | null>();
-    for (const f of first.values()) out.set(f, done.has(f.id) ? jobs.get(f.id) ?? null : null);
+    for (const f of first.values()) out.set(f, jobs.get(f.id) ?? null);
     if (again.length) {
       const rest = await this.failBatch(again);
       again.forEach((f, i) => out.set(f, rest[i]));
