@@ -69,8 +69,11 @@ begin
 end $$;
 
 -- The serialization of claims on one queue (also taken by the prune's forwarding of unclaimed rows).
--- The two key functions name only built-in functions and carry no settings, so the planner inlines them
--- (with `set search_path` each call parsed and planned its statement again: a tenth of a claim's time).
+-- The key functions name only immutable built-in functions and carry no settings, so the planner inlines
+-- them: with `set search_path`, or with `text || bigint` (the operator behind it is only stable, so an
+-- immutable function using it is not inlined), each call parsed and planned its statement again (a tenth of
+-- a claim's time; the batch key a twentieth of a claim and completion at the defaults). A number is cast
+-- to text first.
 create or replace function svc_qs.claim_lock_key(p_queue text) returns bigint language sql immutable as $$
   select hashtextextended('svc_qs' || ':claim:' || p_queue, 0)
 $$;
@@ -81,12 +84,12 @@ $$;
 
 -- The lock producers writing into ring generation p_generation share (write_slot).
 create or replace function svc_qs.generation_lock_key(p_generation bigint) returns bigint language sql immutable as $$
-  select hashtextextended('svc_qs' || ':generation:' || p_generation, 0)
+  select hashtextextended('svc_qs' || ':generation:' || p_generation::text, 0)
 $$;
 
 -- The lock every closer of an attempt of claim p_claim holds until it commits.
 create or replace function svc_qs.batch_lock_key(p_claim bigint) returns bigint language sql immutable as $$
-  select hashtextextended('svc_qs' || ':batch:' || p_claim, 0)
+  select hashtextextended('svc_qs' || ':batch:' || p_claim::text, 0)
 $$;
 
 ------------------------------------------------------------------------------------------------------
