@@ -1,6 +1,7 @@
 /** Test helpers: each test gets its own schema in the shared database and drops it afterwards. */
 import postgres from "postgres";
 import { type Client, type ClientOptions, createClient } from "../../src/client/client.ts";
+import { givePooledSchemaBack, registerPooledSchema, SCHEMA_POOL, takePooledSchema } from "./schema_pool.ts";
 
 /** The test database (env TEST_DATABASE_URL, else the local server). */
 export const DATABASE_URL: string = Deno.env.get("TEST_DATABASE_URL") ??
@@ -21,20 +22,51 @@ export function freshSchema(prefix = "t"): string {
   return `svct_${prefix}_${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`;
 }
 
-/** A migrated client on a fresh schema; `drop` removes the schema and closes the client. */
+/** Options of `testClient` and `withSchema` beyond the client's. */
+export interface TestSchemaOptions {
+  /**
+   * A schema migrated for this test alone, never one of the run's pool (tests/helpers/schema_pool.ts): for a
+   * test that reads the server's statistics of its tables (analyze times, scan counts), which a reset
+   * does not clear.
+   */
+  fresh?: boolean;
+}
+
+/**
+ * A migrated client on a schema of its own; `drop` removes the schema and closes the client. Under the test
+ * runner the schema comes from the pass's pool of migrated schemas and `drop` resets it and gives it back
+ * (unless `schema` or `fresh` is given); either way the test sees a schema exactly as `migrate` leaves it.
+ */
 export async function testClient(
-  opts: Partial<ClientOptions> = {},
+  opts: Partial<ClientOptions> & TestSchemaOptions = {},
 ): Promise<{ client: Client; schema: string; drop: () => Promise<void> }> {
-  const schema = opts.schema ?? freshSchema();
-  const client = createClient({ databaseUrl: DATABASE_URL, maxConnections: 4, ...opts, schema });
-  await client.migrate({ engine: TEST_ENGINE });
+  const { fresh, ...clientOpts } = opts;
+  const usePool = SCHEMA_POOL !== undefined && !fresh && clientOpts.schema === undefined;
+  const taken = usePool ? await takePooledSchema(DATABASE_URL, POOLED, TEST_ENGINE) : null;
+  const schema = taken ?? clientOpts.schema ?? freshSchema();
+  const client = createClient({ databaseUrl: DATABASE_URL, maxConnections: 4, ...clientOpts, schema });
+  if (!taken) {
+    try {
+      await client.migrate({ engine: TEST_ENGINE });
+      if (usePool) await registerPooledSchema(DATABASE_URL, POOLED, schema, TEST_ENGINE);
+    } catch (e) {
+      await client.close().catch(() => {});
+      await dropSchema(schema).catch(() => {});
+      throw e;
+    }
+  }
   return {
     client,
     schema,
-    drop: async () => {
-      await dropSchema(schema);
-      await client.close();
-    },
+    drop: usePool
+      ? async () => {
+        await client.close();
+        await givePooledSchemaBack(DATABASE_URL, POOLED, schema, dropSchema);
+      }
+      : async () => {
+        await dropSchema(schema);
+        await client.close();
+      },
   };
 }
 
@@ -44,7 +76,7 @@ export async function testClient(
  */
 export async function withSchema(
   body: (client: Client, schema: string, sql: postgres.Sql) => Promise<void>,
-  opts: Partial<ClientOptions> & { sqlMax?: number } = {},
+  opts: Partial<ClientOptions> & TestSchemaOptions & { sqlMax?: number } = {},
 ): Promise<void> {
   const { sqlMax, ...clientOpts } = opts;
   const { client, schema, drop } = await testClient(clientOpts);

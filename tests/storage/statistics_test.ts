@@ -66,7 +66,7 @@ engineTest(
       await insertJobs(sql, schema, 2000);
       await stats(sql, schema, 2000);
       assert.equal(await client.engine.refreshStatistics(), false);
-    }),
+    }, { fresh: true }),
 );
 
 engineTest(
@@ -99,7 +99,7 @@ engineTest(
       const text = plan.map((r) => r["QUERY PLAN"]).join("\n");
       assert.match(text, /Index Scan using jobs_claim_idx/, text);
       assert.doesNotMatch(text, /Sort/, text);
-    }),
+    }, { fresh: true }),
 );
 
 engineTest(
@@ -134,5 +134,5 @@ engineTest(
       }
       assert.equal(await client.engine.refreshStatistics(), true, "analyzed once the lock is free");
       assert.equal((await stats(sql, schema)).analyzed, true);
-    }, { sqlMax: 2 }),
+    }, { sqlMax: 2, fresh: true }),
 );
