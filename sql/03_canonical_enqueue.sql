@@ -99,3 +99,13 @@ begin
     end if;
   end loop;
 end $$;
+
+-- The batch insert as the TypeScript client calls it (the shape of svc_qs.enqueue_batch: one row of arrays).
+create or replace function canonical_enqueue_batch(p_jobs json)
+returns table (ids bigint[], created_at timestamptz, keys jsonb, dups jsonb)
+language sql set search_path from current as $$
+  select array_agg(case when r.duplicate then null else r.id end order by r.ord), now(),
+         case when bool_or(r.unique_key is not null) then jsonb_agg(r.unique_key order by r.ord) end,
+         jsonb_agg(jsonb_build_object('ord', r.ord, 'existing', r.existing) order by r.ord) filter (where r.duplicate)
+    from canonical_enqueue_jobs(p_jobs::jsonb) r
+$$;

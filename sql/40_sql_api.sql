@@ -35,16 +35,16 @@ begin
 end $$;
 
 -- The batch insert of the TypeScript client, routed by the storage state in the caller's statement (see
--- write_route), so a producer never writes to the engine a state change has just left.
-create or replace function enqueue_jobs(p_jobs jsonb)
-returns table (ord integer, id bigint, state text, run_at timestamptz, created_at timestamptz,
-               unique_key text, duplicate boolean, existing jsonb)
+-- write_route), so a producer never writes to the engine a state change has just left: json in, one row of
+-- arrays out (see svc_qs.enqueue_batch).
+create or replace function enqueue_batch(p_jobs json)
+returns table (ids bigint[], created_at timestamptz, keys jsonb, dups jsonb)
 language plpgsql set search_path from current set jit = off as $$
 begin
   if write_route() = 'queue_storage' then
-    return query select * from svc_qs.enqueue_jobs(p_jobs);
+    return query select * from svc_qs.enqueue_batch(p_jobs);
   else
-    return query select * from canonical_enqueue_jobs(p_jobs);
+    return query select * from canonical_enqueue_batch(p_jobs);
   end if;
 end $$;
 

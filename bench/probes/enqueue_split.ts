@@ -40,7 +40,7 @@ try {
       t.json.push(performance.now() - t0);
       await sql.begin(async (tx) => {
         const plan = await tx.unsafe(
-          `explain (analyze, format json) select * from "${schema}".enqueue_jobs($1::text::jsonb)`,
+          `explain (analyze, format json) select * from "${schema}".enqueue_batch($1::text::json)`,
           [text],
         );
         t.server.push(plan[0]["QUERY PLAN"][0]["Execution Time"]);

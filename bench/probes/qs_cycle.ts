@@ -72,7 +72,7 @@ const enqueue = async (n: number) => {
       tags: [],
       metadata: {},
     }));
-    await sql.unsafe(`select count(*) from svc.enqueue_jobs($1::text::jsonb)`, [JSON.stringify(jobs)]);
+    await sql.unsafe(`select count(*) from svc.enqueue_batch($1::text::json)`, [JSON.stringify(jobs)]);
   }
 };
 // Live slots: a few jobs in each earlier slot, claimed and completed, then a rotation to the next one.

@@ -90,6 +90,59 @@ Deno.test("enqueue: defaults, enqueueMany keeps input order, scheduled vs availa
   }
 });
 
+Deno.test("enqueueMany: each job it answers is the job the database stored (the answer is built from the input)", async () => {
+  const { client, drop } = await testClient();
+  try {
+    const [held] = await client.enqueueMany([{ kind: "k", args: { held: true }, unique: { byArgs: true } }]);
+    const past = new Date(Date.now() - 60_000);
+    const later = new Date(Date.now() + 3_600_000);
+    const jobs = await client.enqueueMany([
+      { kind: "a" },
+      {
+        kind: "b",
+        args: { n: 1, s: 'quote " backslash \\ unicode é' },
+        runAt: past,
+        queue: "q2",
+        priority: 1,
+      },
+      {
+        kind: "c",
+        args: { deep: [{ a: [1, 2] }] },
+        runAt: later,
+        tags: ["t1", "t,2"],
+        metadata: { m: { n: 1 } },
+      },
+      { kind: "k", args: { held: true }, unique: { byArgs: true } },
+      { kind: "d", maxAttempts: 3, unique: { byArgs: true, periodMs: 60_000 } },
+      { kind: "e", args: { same: 1 }, unique: { byArgs: true, byQueue: true } },
+      { kind: "e", args: { same: 1 }, unique: { byArgs: true, byQueue: true } },
+    ]);
+    assert.equal(jobs.length, 7);
+    assert.equal(jobs[3].duplicate, true);
+    assert.equal(jobs[3].id, held.id);
+    assert.equal(jobs[6].duplicate, true);
+    assert.equal(jobs[6].id, jobs[5].id);
+    assert.deepEqual(jobs.map((j) => j.state), [
+      "available",
+      "available",
+      "scheduled",
+      "available",
+      "available",
+      "available",
+      "available",
+    ]);
+    assert.equal(jobs[1].runAt.getTime(), past.getTime());
+    for (const j of jobs) {
+      const stored = await client.getJob(j.id);
+      assert.ok(stored, `job ${j.id} is stored`);
+      const { duplicate: _, ...answered } = j as typeof j & { duplicate?: boolean };
+      assert.deepEqual(answered, stored, `job ${j.id} (${j.kind}) as answered and as stored`);
+    }
+  } finally {
+    await drop();
+  }
+});
+
 Deno.test("unique jobs: duplicate returned or UniqueConflictError; a finished job frees the key", async () => {
   const { client, drop } = await testClient();
   try {

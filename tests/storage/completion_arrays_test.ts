@@ -36,9 +36,12 @@ Deno.test("completions in one batch: escaped results and unique keys, a stale le
         metadata: {},
         ...(key === null ? {} : { unique_key: key }),
       };
-      const [r] = await sql.unsafe(`select id, duplicate from "${schema}".enqueue_jobs($1::text::jsonb)`, [
-        JSON.stringify([item]),
-      ]);
+      const [r] = await sql.unsafe(
+        `select ids[1] as id, dups is not null as duplicate from "${schema}".enqueue_batch($1::text::json)`,
+        [
+          JSON.stringify([item]),
+        ],
+      );
       return { id: Number(r.id), duplicate: r.duplicate as boolean };
     };
     const enqueued = [];
