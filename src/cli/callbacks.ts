@@ -10,7 +10,7 @@ import { parseSecret } from "../contract/signature.ts";
 import { SchemaOutdatedError } from "../errors.ts";
 import { type CallbackAuth, createCallbackRouter } from "../http/callback_router.ts";
 import { errorResponse } from "../http/errors.ts";
-import { env, eprintln } from "../runtime/runtime.ts";
+import { env, eprintln } from "../platform/platform.ts";
 import {
   CliError,
   connectCli,

@@ -6,7 +6,7 @@ import { type Command, InvalidArgumentError } from "npm:commander@14.0.3";
 import { type Client, createClient } from "../client/client.ts";
 import { connectWithin, poolTarget } from "../db/connection.ts";
 import type { AdminLimits } from "../db/admin_guard.ts";
-import { env } from "../runtime/runtime.ts";
+import { env } from "../platform/platform.ts";
 import {
   CronNotFoundError,
   JobNotFoundError,

@@ -8,7 +8,7 @@
 import { Command } from "npm:commander@14.0.3";
 import { type Dev, startDev } from "../dev/dev.ts";
 import { EmbeddedPostgresError, killEmbeddedServers } from "../dev/embedded_postgres.ts";
-import { env, eprintln, exit, onShutdownSignal, singleBinary } from "../runtime/runtime.ts";
+import { env, eprintln, exit, onShutdownSignal, singleBinary } from "../platform/platform.ts";
 import { CliError, connectTimeoutOf, intArg, schemaOf, toCliError, UsageError, withDb } from "./common.ts";
 
 /** A database URL without its password, for printing. */

@@ -3,7 +3,7 @@ import { Command, InvalidArgumentError } from "npm:commander@14.0.3";
 import { InvalidStateError, JobNotFoundError } from "../errors.ts";
 import { callbackToJson, jobToJson } from "../wire.ts";
 import { type Job, JOB_STATES, type JobState } from "../types.ts";
-import { readInput } from "../runtime/runtime.ts";
+import { readInput } from "../platform/platform.ts";
 import { utf8Text } from "../validation.ts";
 import {
   CliError,

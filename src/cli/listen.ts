@@ -1,5 +1,5 @@
 /** Serving an HTTP handler from a CLI command until SIGINT/SIGTERM (`callbacks serve`, `serve`). */
-import { type HttpServer, onShutdownSignal, serveHttp } from "../runtime/runtime.ts";
+import { type HttpServer, onShutdownSignal, serveHttp } from "../platform/platform.ts";
 import { CliError } from "./common.ts";
 
 /**

@@ -8,7 +8,7 @@ import { Command, InvalidArgumentError } from "npm:commander@14.0.3";
 import type { Client } from "../client/client.ts";
 import { SchemaOutdatedError } from "../errors.ts";
 import { createAdminServer } from "../http/server.ts";
-import { env, eprintln } from "../runtime/runtime.ts";
+import { env, eprintln } from "../platform/platform.ts";
 import { serveUntilSignal as listenUntilSignal } from "./listen.ts";
 import { callbackAuth } from "./callbacks.ts";
 import {

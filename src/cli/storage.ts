@@ -7,7 +7,7 @@ import { Command } from "npm:commander@14.0.3";
 import type { Client } from "../client/client.ts";
 import type { StorageCommand, StorageStatus } from "../storage/shared/transition.ts";
 import { CliError, intArg, printJson, withClient, withDb } from "./common.ts";
-import { sleep } from "../worker/wakeup.ts";
+import { sleep } from "../timing.ts";
 
 /** A blocked step: exit 3. */
 class BlockedError extends CliError {

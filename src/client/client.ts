@@ -33,7 +33,7 @@ import type {
 import { QueueNotFoundError, UniqueConflictError, ValidationError } from "../errors.ts";
 import { normalizeEnqueue, validateQueueName } from "./enqueue_input.ts";
 import { type CallbackResult, resolveExternal } from "./external.ts";
-import { env } from "../runtime/runtime.ts";
+import { env } from "../platform/platform.ts";
 import { checkJobCursor, checkText } from "../validation.ts";
 import { type CronMethods, cronMethods } from "./cron.ts";
 import { svcMetrics } from "../metrics/svc_metrics.ts";

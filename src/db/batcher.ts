@@ -3,8 +3,8 @@
  * one call, and while that call is in flight the next items queue up for the call after it. Under load
  * this turns N round trips and N commits into a few; when idle an item waits one macrotask.
  */
-import { nextMacrotask } from "../runtime/runtime.ts";
-import { sleep } from "../worker/wakeup.ts";
+import { nextMacrotask } from "../platform/platform.ts";
+import { sleep } from "../timing.ts";
 
 interface Pending<I, O> {
   item: I;

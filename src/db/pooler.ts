@@ -6,7 +6,7 @@
  * `SERVICE_POOLER`, else what the URL says (a pooler's well-known host or port), else none.
  */
 import { ValidationError } from "../errors.ts";
-import { env } from "../runtime/runtime.ts";
+import { env } from "../platform/platform.ts";
 
 /** `transaction`: a transaction pooler is in between; `none`: a direct connection (or a session pooler). */
 export type PoolerMode = "transaction" | "none";

@@ -8,7 +8,7 @@
 import { type Client, createClient } from "../client/client.ts";
 import { connectWithin, poolTarget } from "../db/connection.ts";
 import { createAdminServer } from "../http/server.ts";
-import { type HttpServer, serveHttp } from "../runtime/runtime.ts";
+import { type HttpServer, serveHttp } from "../platform/platform.ts";
 import type { Logger } from "../types.ts";
 import { createWorker } from "../worker/worker.ts";
 import { ValidationError } from "../errors.ts";

@@ -31,8 +31,8 @@ import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import process from "node:process";
-import { lockDirectory } from "../runtime/runtime.ts";
-import { sleep } from "../worker/wakeup.ts";
+import { lockDirectory } from "../platform/platform.ts";
+import { sleep } from "../timing.ts";
 import { SvcError } from "../errors.ts";
 import denoJson from "../../deno.json" with { type: "json" };
 

@@ -5,7 +5,7 @@
  * Files are kept in memory (the bundle is small); any GET that is not a file gets `index.html`
  * (client-side routes).
  */
-import { readBytes } from "../runtime/runtime.ts";
+import { readBytes } from "../platform/platform.ts";
 import { UI_FILES } from "../generated/ui.ts";
 
 const CONTENT_TYPES: Record<string, string> = {

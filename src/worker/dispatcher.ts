@@ -39,8 +39,8 @@
 import type { AttemptRef, KindPolicy, StorageEngine } from "../storage/engine.ts";
 import type { Job, Logger } from "../types.ts";
 import { execute, type ExecutorDeps, type InFlight } from "./executor.ts";
-import { sleep, Wakeup } from "./wakeup.ts";
-import { nextMacrotask } from "../runtime/runtime.ts";
+import { sleep, Wakeup } from "../timing.ts";
+import { nextMacrotask } from "../platform/platform.ts";
 import { type HistogramHandle, timed } from "../metrics/registry.ts";
 import { ValidationError } from "../errors.ts";
 

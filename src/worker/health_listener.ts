@@ -12,7 +12,7 @@
  * No TLS, no authentication: bind it to the pod address or loopback.
  */
 import { ValidationError } from "../errors.ts";
-import { type HttpServer, serveHttp } from "../runtime/runtime.ts";
+import { type HttpServer, serveHttp } from "../platform/platform.ts";
 import type { ReadinessReport } from "../types.ts";
 import { PROMETHEUS_CONTENT_TYPE } from "../metrics/registry.ts";
 import { errorBody, HttpError } from "../http/errors.ts";

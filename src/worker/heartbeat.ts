@@ -1,7 +1,7 @@
 /** The heartbeat loop: heartbeats held attempts (running and prefetched) and this process's runtimes row. */
 import type { AttemptRef, RuntimeReport, StorageEngine } from "../storage/engine.ts";
 import type { Logger } from "../types.ts";
-import { Wakeup } from "./wakeup.ts";
+import { Wakeup } from "../timing.ts";
 import { describeThrown } from "../describe.ts";
 
 export class HeartbeatLoop {

@@ -10,7 +10,7 @@ import type { Job, Logger } from "../types.ts";
 import type { AnyTasks } from "../tasks.ts";
 import type { ClientTransaction, Enqueuer } from "../client/client.ts";
 import type { CallbackWaiters } from "./callback_waiters.ts";
-import { Wakeup } from "./wakeup.ts";
+import { Wakeup } from "../timing.ts";
 import { jobLogger, silentLogger } from "./logger.ts";
 import { InvalidStateError, LeaseLostError, SvcError, ValidationError } from "../errors.ts";
 import { checkJsonValue } from "../validation.ts";

@@ -6,7 +6,7 @@ import type { Client } from "../client/client.ts";
 import type { Driver } from "../db/driver.ts";
 import { validateQueueName } from "../client/enqueue_input.ts";
 import { ValidationError } from "../errors.ts";
-import { env } from "../runtime/runtime.ts";
+import { env } from "../platform/platform.ts";
 import type { Logger } from "../types.ts";
 import type { Retention } from "../storage/engine.ts";
 import type { QueueConfig } from "./dispatcher.ts";

@@ -7,7 +7,7 @@
  * to split a batch (docs/reference/configuration.md, "Outcome writes").
  */
 import type { Logger } from "../types.ts";
-import { sleep } from "./wakeup.ts";
+import { sleep } from "../timing.ts";
 
 /** The SQLSTATE of a database error, if any. */
 function sqlState(e: unknown): string {

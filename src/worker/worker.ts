@@ -9,7 +9,7 @@ import { type Client, createClient } from "../client/client.ts";
 import { EXPECTED_SCHEMA_VERSION, readSchemaVersion, schemaCompatible } from "../db/schema_version.ts";
 import { assertSqlNotNewer } from "../db/migrate.ts";
 import { SchemaOutdatedError, SvcError, ValidationError } from "../errors.ts";
-import { env, hostname, pid } from "../runtime/runtime.ts";
+import { env, hostname, pid } from "../platform/platform.ts";
 import type { Job, Logger, ReadinessReport } from "../types.ts";
 import { RoutedEngine } from "../storage/routed.ts";
 import { Dispatcher } from "./dispatcher.ts";

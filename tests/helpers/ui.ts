@@ -7,7 +7,7 @@ import type { Browser, Page } from "playwright-core";
 import { findChromium, launchChromium } from "../../ui/dev/chromium.ts";
 import type { Client } from "../../src/client/client.ts";
 import { createAdminServer } from "../../src/http/server.ts";
-import { type HttpServer, serveHttp } from "../../src/runtime/runtime.ts";
+import { type HttpServer, serveHttp } from "../../src/platform/platform.ts";
 import { setState } from "./admin.ts";
 import { testClient } from "./db.ts";
 

@@ -14,7 +14,7 @@
  */
 import assert from "node:assert/strict";
 import { relative } from "node:path";
-import { pathExists } from "../../src/runtime/runtime.ts";
+import { pathExists } from "../../src/platform/platform.ts";
 import { DATABASE_URL, dropSchema, freshSchema, TEST_ENGINE } from "../helpers/db.ts";
 import {
   checkServeAnswersUi,

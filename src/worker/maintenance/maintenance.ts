@@ -8,7 +8,7 @@ import type { Logger } from "../../types.ts";
 import type { WorkerEvents } from "../events.ts";
 import type { LeaderElection } from "../leader.ts";
 import { NotLeaderError } from "../../db/driver.ts";
-import { Wakeup } from "../wakeup.ts";
+import { Wakeup } from "../../timing.ts";
 import { promote } from "./promote.ts";
 import { rescue } from "./rescue.ts";
 import { expireCallbacks } from "./callback_timeouts.ts";

@@ -1,5 +1,5 @@
 /**
- * The runtime module for Node: the npm build (`dnt.ts`) puts this file in the place of `runtime.ts`,
+ * The platform module for Node: the npm build (`dnt.ts`) puts this file in the place of `platform.ts`,
  * whose names and types it exports (a test checks both). HTTP is served by `node:http`, with each
  * request converted to a Web `Request` and each `Response` written back; signals, files and the
  * environment come from `node:process`, `node:fs` and `node:os`.

@@ -1,11 +1,11 @@
 /**
- * The two runtime modules export the same names with the same types (the npm build puts
- * `runtime_node.ts` in the place of `runtime.ts`), and each serves HTTP alike: both are run here, the
+ * The two platform modules export the same names with the same types (the npm build puts
+ * `platform_node.ts` in the place of `platform.ts`), and each serves HTTP alike: both are run here, the
  * Node one through Deno's `node:` modules (the npm smoke test runs it on Node itself).
  */
 import assert from "node:assert/strict";
-import * as deno from "../../src/runtime/runtime.ts";
-import * as node from "../../src/runtime/runtime_node.ts";
+import * as deno from "../../src/platform/platform.ts";
+import * as node from "../../src/platform/platform_node.ts";
 
 // Type-checked: the Node module can stand wherever the Deno module is imported.
 const asDeno: typeof deno = node;

@@ -1,6 +1,6 @@
 /**
  * The one module that touches the host runtime, here Deno. The npm build for Node (`dnt.ts`) puts
- * `runtime_node.ts`, which exports the same names with the same types, in its place. Everything else
+ * `platform_node.ts`, which exports the same names with the same types, in its place. Everything else
  * in `src/` uses Web-standard APIs, `node:` modules that both runtimes have, and npm packages only.
  */
 

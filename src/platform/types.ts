@@ -1,6 +1,6 @@
 /**
- * Types shared by the two implementations of the runtime module: `runtime.ts` (Deno) and
- * `runtime_node.ts` (Node, which the npm build puts in its place).
+ * Types shared by the two implementations of the platform module: `platform.ts` (Deno) and
+ * `platform_node.ts` (Node, which the npm build puts in its place).
  */
 
 /** A running HTTP server. */

@@ -1,3 +1,7 @@
+/**
+ * Waiting: `sleep`, and `Wakeup`, a wake-up that is never lost (`notify` before `wait` makes the next `wait`
+ * return at once). Used by the worker, the driver's batcher, `svc dev` and the CLI.
+ */
 /** A wake-up that is never lost: `notify` before `wait` makes the next `wait` return at once. */
 export class Wakeup {
   private pending = false;
