@@ -12,7 +12,7 @@
 import type { Logger } from "../../types.ts";
 import { latestFireTimes } from "../../cron/schedule.ts";
 import type { CronStore } from "../../storage/shared/cron.ts";
-import type { Duty } from "./maintenance.ts";
+import type { Duty } from "./types.ts";
 
 /** What to enqueue for one schedule. */
 export interface FirePlan {

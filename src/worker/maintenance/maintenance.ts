@@ -1,44 +1,15 @@
 /**
- * The maintenance loop: every tick it runs one election step; while leader it runs the duties, each
- * in its own file, through the leader's fenced connection: a duty of a process that has lost its term
- * writes nothing (src/worker/leader.ts). The term is renewed between duties when due.
+ * The maintenance loop: every tick it runs one election step; while leader it runs the duties (the table in
+ * duties.ts, and the worker's extra ones) through the leader's fenced connection: a duty of a process that
+ * has lost its term writes nothing (src/worker/leader.ts). The term is renewed between duties when due.
  */
-import type { Retention, StorageEngine } from "../../storage/engine.ts";
-import type { Logger } from "../../types.ts";
-import type { WorkerEvents } from "../events.ts";
 import type { LeaderElection } from "../leader.ts";
 import { NotLeaderError } from "../../db/driver.ts";
 import { Wakeup } from "../../timing.ts";
-import { promote } from "./promote.ts";
-import { rescue } from "./rescue.ts";
-import { expireCallbacks } from "./callback_timeouts.ts";
-import { cleanup } from "./cleanup.ts";
-import { statistics } from "./statistics.ts";
-import { ring } from "./ring.ts";
-import { samples } from "./samples.ts";
-import type { SvcMetrics } from "../../metrics/svc_metrics.ts";
+import type { Duty, MaintenanceContext } from "./types.ts";
+import { standardDuties } from "./duties.ts";
 
-/** What duties get. */
-export interface MaintenanceContext {
-  engine: StorageEngine;
-  logger: Logger;
-  on: WorkerEvents;
-  rescueAfter: number;
-  retention: Retention;
-  /** Queue storage: attempts running longer than this leave the ring. */
-  parkAfter: number;
-  /** The process's metrics (null with `metrics: false`). */
-  metrics?: SvcMetrics | null;
-}
-
-/** A duty with its period. */
-export interface Duty {
-  name: string;
-  everyMs: number;
-  /** First run one period after this process became leader, not at once (housekeeping that can wait). */
-  deferred?: boolean;
-  run: (m: MaintenanceContext) => Promise<void>;
-}
+export type { Duty, MaintenanceContext } from "./types.ts";
 
 export class MaintenanceLoop {
   private stopping = false;
@@ -55,16 +26,7 @@ export class MaintenanceLoop {
     private readonly electionIntervalMs: number,
     extraDuties: Duty[] = [],
   ) {
-    this.duties = [
-      { name: "promote", everyMs: intervalMs, run: promote },
-      { name: "callback_timeouts", everyMs: intervalMs, run: expireCallbacks },
-      { name: "rescue", everyMs: intervalMs, run: rescue },
-      { name: "cleanup", deferred: true, everyMs: 60_000, run: cleanup },
-      { name: "statistics", deferred: true, everyMs: Math.max(intervalMs, 5_000), run: statistics },
-      { name: "ring", deferred: true, everyMs: Math.max(intervalMs, 1_000), run: ring },
-      { name: "samples", deferred: true, everyMs: Math.max(intervalMs, 5_000), run: samples },
-      ...extraDuties,
-    ];
+    this.duties = [...standardDuties(intervalMs), ...extraDuties];
   }
 
   start(): void {

@@ -3,7 +3,7 @@
  * so are the attempts a live runtime names as given up on (its outcome write ran out of retries:
  * src/worker/abandoned.ts), through the engine's lease-fenced `fail` with the policy stored at claim.
  */
-import type { MaintenanceContext } from "./maintenance.ts";
+import type { MaintenanceContext } from "./types.ts";
 import type { MaintainedJob } from "../../storage/engine.ts";
 import { emit } from "../events.ts";
 import { storableText } from "../../validation.ts";
