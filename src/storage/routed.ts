@@ -83,12 +83,12 @@ export class RoutedEngine implements StorageEngine {
   private readonly owners = new Map<string, StorageEngine>();
   private readonly liveWithinMs: number;
 
-  constructor(private readonly db: Db, private readonly n: SchemaNames, opts: RoutedOptions = {}) {
+  constructor(private readonly db: Db, private readonly names: SchemaNames, opts: RoutedOptions = {}) {
     this.liveWithinMs = opts.liveWithinMs ?? 90_000;
     this.engines = opts.engines ?? ["canonical", "queue_storage"];
-    this.canonical = new CanonicalEngine(db, n, this.liveWithinMs);
-    this.cron = new CronStore(db, n);
-    this.samples = new SampleStore(db, n, this);
+    this.canonical = new CanonicalEngine(db, names, this.liveWithinMs);
+    this.cron = new CronStore(db, names);
+    this.samples = new SampleStore(db, names, this);
   }
 
   /** The mode of the current storage state (read at most every few seconds, or after `refresh`). */
@@ -125,12 +125,12 @@ export class RoutedEngine implements StorageEngine {
   }
 
   private async read(): Promise<{ mode: Mode; transition: string }> {
-    const [r] = await this.db.query(`select to_jsonb(s) as s from ${this.n.q}.storage_state s`);
+    const [r] = await this.db.query(`select to_jsonb(s) as s from ${this.names.q}.storage_state s`);
     const s = r?.s ?? {};
     if (s.qs_schema && !this.qs) {
       this.qs = new QueueStorageEngine(
         this.db,
-        this.n,
+        this.names,
         qsNames(s.qs_schema),
         { slots: Number(s.qs_slots), rotationMs: Number(s.qs_rotation_ms) },
         this.liveWithinMs,
@@ -167,7 +167,7 @@ export class RoutedEngine implements StorageEngine {
     if (known) return known;
     const mode = await this.mode();
     if (mode !== "mixed") return mode === "canonical" ? this.canonical : this.qs!;
-    const rows = await this.db.query(`select 1 from ${this.n.q}.jobs where id = $1`, [a.id]);
+    const rows = await this.db.query(`select 1 from ${this.names.q}.jobs where id = $1`, [a.id]);
     return rows.length ? this.canonical : this.qs!;
   }
 
@@ -194,7 +194,7 @@ export class RoutedEngine implements StorageEngine {
   }
 
   enqueue(db: Db, jobs: NewJob[]): Promise<Job[]> {
-    return enqueueJobs(db, this.n, jobs);
+    return enqueueJobs(db, this.names, jobs);
   }
 
   async claim(req: ClaimRequest): Promise<Job[]> {
@@ -265,30 +265,32 @@ export class RoutedEngine implements StorageEngine {
   }
 
   async getJob(id: number): Promise<Job | null> {
-    const job = await getJob(this.db, this.n, id);
-    if (job) await withProgress(this.db, this.n, [job]);
+    const job = await getJob(this.db, this.names, id);
+    if (job) await withProgress(this.db, this.names, [job]);
     return job;
   }
   listJobs(opts: ListJobsOptions): Promise<JobPage> {
-    return listJobs(this.db, this.n, opts);
+    return listJobs(this.db, this.names, opts);
   }
   /** Running jobs of every engine that has some (both during a transition), merged in one order. */
   async runningJobs(limit: number): Promise<Job[]> {
     const engines = await this.active();
-    if (engines.length === 1) return await withProgress(this.db, this.n, await engines[0].runningJobs(limit));
+    if (engines.length === 1) {
+      return await withProgress(this.db, this.names, await engines[0].runningJobs(limit));
+    }
     const all = (await Promise.all(engines.map((e) => e.runningJobs(limit)))).flat();
     const start = (j: Job) => (j.attemptedAt ? new Date(j.attemptedAt).getTime() : Infinity);
     return await withProgress(
       this.db,
-      this.n,
+      this.names,
       all.sort((a, b) => start(a) - start(b) || a.id - b.id).slice(0, limit),
     );
   }
   cancel(id: number): Promise<Job> {
-    return cancelJob(this.db, this.n, id);
+    return cancelJob(this.db, this.names, id);
   }
   retry(id: number): Promise<Job> {
-    return retryJob(this.db, this.n, id);
+    return retryJob(this.db, this.names, id);
   }
   /** While mixed, the job is in one engine: canonical first, then queue storage. */
   async deleteJob(id: number): Promise<Job> {
@@ -381,7 +383,7 @@ export class RoutedEngine implements StorageEngine {
     // As throughput: canonical's finished jobs count until the transition is over; one aggregate over both.
     return readKindMinute(
       this.db,
-      [`${this.n.q}.canonical_finished_attempts`, this.qs!.finishedAttemptsFn],
+      [`${this.names.q}.canonical_finished_attempts`, this.qs!.finishedAttemptsFn],
       minute,
     );
   }
@@ -434,8 +436,8 @@ export class RoutedEngine implements StorageEngine {
     const engines = mode === "canonical" ? [this.canonical] : [this.canonical, this.qs!];
     let n = 0;
     for (const e of engines) n += await e.cleanup(retention);
-    await pruneRuntimes(this.db, this.n);
-    await pruneProgress(this.db, this.n, Math.max(retention.completed, retention.failed));
+    await pruneRuntimes(this.db, this.names);
+    await pruneProgress(this.db, this.names, Math.max(retention.completed, retention.failed));
     return n;
   }
   async refreshStatistics(): Promise<boolean> {
@@ -453,11 +455,11 @@ export class RoutedEngine implements StorageEngine {
 
   /** Writes `ctx.progress` values of many jobs in one statement (both engines share the table). */
   writeProgress(items: ProgressItem[]): Promise<void> {
-    return writeProgress(this.db, this.n, items);
+    return writeProgress(this.db, this.names, items);
   }
 
   abandonedAttempts(): Promise<AbandonedAttemptReport[]> {
-    return abandonedAttempts(this.db, this.n);
+    return abandonedAttempts(this.db, this.names);
   }
   upsertRuntime(r: RuntimeReport): Promise<void> {
     return this.canonical.upsertRuntime(r);
@@ -469,7 +471,7 @@ export class RoutedEngine implements StorageEngine {
     return this.canonical.listRuntimes(liveWithinMs);
   }
   storageState(): Promise<StorageState> {
-    return readStorageState(this.db, this.n);
+    return readStorageState(this.db, this.names);
   }
 }
 

@@ -46,15 +46,15 @@ export class Completer {
   constructor(
     private readonly engine: StorageEngine,
     private readonly logger: Logger,
-    private readonly o: CompleterOptions,
+    private readonly options: CompleterOptions,
   ) {
     this.batcher = new Batcher(
       async (items) => {
         const done = new Set(await this.write(items));
         return items.map((c) => done.has(c.id));
       },
-      o.maxBatch ?? 1000,
-      o.lingerMs ?? COMPLETION_LINGER_MS,
+      options.maxBatch ?? 1000,
+      options.lingerMs ?? COMPLETION_LINGER_MS,
     );
   }
 
@@ -69,11 +69,11 @@ export class Completer {
   }
 
   private async write(items: Completion[]): Promise<number[]> {
-    const timer = this.o.statementTimer;
+    const timer = this.options.statementTimer;
     try {
       return await retryWithin(
-        () => timed(timer, () => this.engine.complete(items, !this.o.deleteRows)),
-        this.o.retryBudgetMs,
+        () => timed(timer, () => this.engine.complete(items, !this.options.deleteRows)),
+        this.options.retryBudgetMs,
         this.logger,
         `recording ${items.length} completion${items.length === 1 ? "" : "s"}`,
       );
@@ -83,13 +83,13 @@ export class Completer {
         // The jobs stay `running` in the database: the heartbeat names them and the leader's rescue
         // retries them (at-least-once).
         this.logger.error(`svc: could not record ${items.length} completions: ${why}`);
-        for (const c of items) this.o.abandon?.(c, `could not record the completion: ${why}`);
+        for (const c of items) this.options.abandon?.(c, `could not record the completion: ${why}`);
         return [];
       }
       if (items.length === 1) {
-        await this.o.unstorable(items[0], why).catch((err) => {
+        await this.options.unstorable(items[0], why).catch((err) => {
           this.logger.error(`svc: could not fail job ${items[0].id}: ${describeThrown(err)}`);
-          this.o.abandon?.(items[0], `could not record the failure: ${describeThrown(err)}`);
+          this.options.abandon?.(items[0], `could not record the failure: ${describeThrown(err)}`);
         });
         return [];
       }

@@ -57,25 +57,25 @@ export class LeaderElection {
   constructor(
     private readonly logger: Logger,
     private readonly onChange: (leader: boolean) => void,
-    private readonly o: ElectionOptions,
+    private readonly options: ElectionOptions,
   ) {
-    this.now = o.now ?? Date.now;
+    this.now = options.now ?? Date.now;
     const guarded = async <T>(fn: (tx: Db) => Promise<T>): Promise<T> => {
       if (!this.isLeader) throw new NotLeaderError();
       const term = this.term;
-      return await o.db.begin(async (tx) => {
+      return await options.db.begin(async (tx) => {
         const ok = await tx.query(
           `select set_config('idle_in_transaction_session_timeout', $3, true) as t,
                   set_config('statement_timeout', $4, true) as s,
                   case when current_setting('server_version_num')::integer >= 170000
                        then set_config('transaction_timeout', $5, true) end as x
-             from ${o.names.q}.leadership where holder = $1 and term = $2 for key share`,
+             from ${options.names.q}.leadership where holder = $1 and term = $2 for key share`,
           [
-            o.id,
+            options.id,
             term,
-            String(Math.ceil(o.ttlMs)),
-            String(Math.ceil(2 * o.ttlMs)),
-            String(Math.ceil(2 * o.ttlMs) + 1_000),
+            String(Math.ceil(options.ttlMs)),
+            String(Math.ceil(2 * options.ttlMs)),
+            String(Math.ceil(2 * options.ttlMs) + 1_000),
           ],
         );
         if (ok.length === 0) throw new NotLeaderError();
@@ -91,7 +91,7 @@ export class LeaderElection {
 
   /** How often the leader renews its term. */
   get renewEveryMs(): number {
-    return Math.max(200, Math.min(1_000, this.o.ttlMs / 5));
+    return Math.max(200, Math.min(1_000, this.options.ttlMs / 5));
   }
 
   /** One election step: keep (renewing the term when due) or try to take leadership. Whether this process leads. */
@@ -120,17 +120,17 @@ export class LeaderElection {
   async renewIfDue(): Promise<void> {
     if (!this.isLeader || this.now() - this.lastRenew < this.renewEveryMs) return;
     try {
-      const rows = await this.o.db.query(
-        `update ${this.o.names.q}.leadership set renewed_at = now()
+      const rows = await this.options.db.query(
+        `update ${this.options.names.q}.leadership set renewed_at = now()
           where holder = $1 and term = $2 returning term`,
-        [this.o.id, this.term],
+        [this.options.id, this.term],
       );
       if (rows.length === 0) throw new NotLeaderError();
       this.lastRenew = this.now();
     } catch (e) {
       if (e instanceof NotLeaderError) this.lose("another process took over the term");
-      else if (this.now() - this.lastRenew >= this.o.ttlMs) {
-        this.lose(`the term could not be renewed for ${this.o.ttlMs} ms: ${(e as Error).message}`);
+      else if (this.now() - this.lastRenew >= this.options.ttlMs) {
+        this.lose(`the term could not be renewed for ${this.options.ttlMs} ms: ${(e as Error).message}`);
       }
     }
   }
@@ -140,8 +140,8 @@ export class LeaderElection {
    * skips the row while a duty of the holder is in flight (it holds the row `for key share`).
    */
   private async tryTake(): Promise<boolean> {
-    const q = this.o.names.q;
-    const [r] = await this.o.db.query(
+    const q = this.options.names.q;
+    const [r] = await this.options.db.query(
       `with c as (
          select holder, term, renewed_at is not null and renewed_at >= now() - $2::bigint * interval '1 millisecond' as fresh,
                 extract(epoch from now() - renewed_at)::float8 as age
@@ -152,12 +152,12 @@ export class LeaderElection {
        update ${q}.leadership l set holder = $1, term = c.term + 1, renewed_at = now()
          from c where l.singleton
        returning l.term, c.holder as previous, c.term as previous_term, c.fresh, c.age`,
-      [this.o.id, this.o.ttlMs],
+      [this.options.id, this.options.ttlMs],
     );
     if (!r) return false;
     this.term = Number(r.term);
     this.lastRenew = this.now();
-    if (r.previous !== null && r.previous !== this.o.id && !r.fresh) {
+    if (r.previous !== null && r.previous !== this.options.id && !r.fresh) {
       this.logger.warn(
         `svc: the leader ${r.previous} has not renewed its term ${r.previous_term} for ${
           r.age === null ? "ever" : `${Math.round(Number(r.age))} s`
@@ -171,9 +171,9 @@ export class LeaderElection {
   async resign(): Promise<void> {
     if (!this.isLeader) return;
     try {
-      await this.o.db.query(
-        `update ${this.o.names.q}.leadership set holder = null, renewed_at = null where holder = $1 and term = $2`,
-        [this.o.id, this.term],
+      await this.options.db.query(
+        `update ${this.options.names.q}.leadership set holder = null, renewed_at = null where holder = $1 and term = $2`,
+        [this.options.id, this.term],
       );
     } catch { /* the term lapses after the TTL */ }
     this.lose("shutdown", "info");

@@ -72,103 +72,103 @@ export class CanonicalEngine implements StorageEngine {
 
   constructor(
     private readonly db: Db,
-    private readonly n: SchemaNames,
+    private readonly names: SchemaNames,
     private readonly liveWithinMs = 90_000,
   ) {
-    this.cron = new CronStore(db, n);
-    this.samples = new SampleStore(db, n, this);
+    this.cron = new CronStore(db, names);
+    this.samples = new SampleStore(db, names, this);
     this.callbackSql = {
-      table: `${n.q}.callbacks`,
-      register: `${n.q}.register_callback`,
-      resolveOne: `${n.q}.canonical_resolve_callback`,
-      resolveBatch: `${n.q}.resolve_callbacks`,
+      table: `${names.q}.callbacks`,
+      register: `${names.q}.register_callback`,
+      resolveOne: `${names.q}.canonical_resolve_callback`,
+      resolveBatch: `${names.q}.resolve_callbacks`,
     };
     this.parks = new Batcher(async (items) => {
-      const parked = new Set(await parkJobs(db, n, items));
+      const parked = new Set(await parkJobs(db, names, items));
       return items.map((p) => parked.has(p.id));
     });
     this.resolutions = new Batcher((items) => resolveCallbacks(db, this.callbackSql, items));
   }
 
   enqueue(db: Db, jobs: NewJob[]): Promise<Job[]> {
-    return enqueueJobs(db, this.n, jobs);
+    return enqueueJobs(db, this.names, jobs);
   }
   claim(req: ClaimRequest): Promise<Job[]> {
-    return claimJobs(this.db, this.n, req);
+    return claimJobs(this.db, this.names, req);
   }
   giveBack(items: AttemptRef[]): Promise<number[]> {
-    return giveBack(this.db, this.n, items);
+    return giveBack(this.db, this.names, items);
   }
   complete(items: Completion[], keep: boolean): Promise<number[]> {
-    return completeJobs(this.db, this.n, items, !keep);
+    return completeJobs(this.db, this.names, items, !keep);
   }
   async completeIn(db: Db, item: Completion, keep: boolean): Promise<boolean> {
-    return (await completeJobs(db, this.n, [item], !keep)).length === 1;
+    return (await completeJobs(db, this.names, [item], !keep)).length === 1;
   }
   fail(item: Failure): Promise<Job | null> {
-    return failJob(this.db, this.n, item);
+    return failJob(this.db, this.names, item);
   }
   snooze(id: number, lease: number, delayMs: number): Promise<boolean> {
-    return snoozeJob(this.db, this.n, id, lease, delayMs);
+    return snoozeJob(this.db, this.names, id, lease, delayMs);
   }
   heartbeat(items: AttemptRef[]): Promise<void> {
-    return heartbeatJobs(this.db, this.n, items);
+    return heartbeatJobs(this.db, this.names, items);
   }
   park(id: number, lease: number, callbackId: string): Promise<boolean> {
     return this.parks.add({ id, lease, callbackId });
   }
   getJob(id: number): Promise<Job | null> {
-    return getJob(this.db, this.n, id);
+    return getJob(this.db, this.names, id);
   }
   listJobs(opts: ListJobsOptions): Promise<JobPage> {
-    return listJobs(this.db, this.n, opts);
+    return listJobs(this.db, this.names, opts);
   }
   runningJobs(limit: number): Promise<Job[]> {
-    return runningJobs(this.db, `${this.n.q}.jobs where state = 'running'`, limit);
+    return runningJobs(this.db, `${this.names.q}.jobs where state = 'running'`, limit);
   }
   cancel(id: number): Promise<Job> {
-    return cancelJob(this.db, this.n, id);
+    return cancelJob(this.db, this.names, id);
   }
   retry(id: number): Promise<Job> {
-    return retryJob(this.db, this.n, id);
+    return retryJob(this.db, this.names, id);
   }
   deleteJob(id: number): Promise<Job> {
-    return deleteJob(this.db, this.n, id);
+    return deleteJob(this.db, this.names, id);
   }
   bulkCancel(filter: JobFilter, opts: { dryRun?: boolean } = {}): Promise<number> {
-    return bulkCancel(this.db, this.n, filter, opts.dryRun);
+    return bulkCancel(this.db, this.names, filter, opts.dryRun);
   }
   bulkRetry(filter: JobFilter, opts: { dryRun?: boolean } = {}): Promise<number> {
-    return bulkRetry(this.db, this.n, filter, opts.dryRun);
+    return bulkRetry(this.db, this.names, filter, opts.dryRun);
   }
   pauseQueue(name: string): Promise<void> {
-    return setQueuePaused(this.db, this.n, name, true);
+    return setQueuePaused(this.db, this.names, name, true);
   }
   queuePaused(name: string): Promise<boolean> {
-    return queuePaused(this.db, this.n, name);
+    return queuePaused(this.db, this.names, name);
   }
   resumeQueue(name: string): Promise<void> {
-    return setQueuePaused(this.db, this.n, name, false);
+    return setQueuePaused(this.db, this.names, name, false);
   }
   async queueKnown(name: string, liveWithinMs = this.liveWithinMs): Promise<boolean> {
-    if (await queueDeclared(this.db, this.n, name, liveWithinMs)) return true;
-    const rows = await this.db.query(`select 1 from ${this.n.q}.jobs where queue = $1 limit 1`, [name]);
+    if (await queueDeclared(this.db, this.names, name, liveWithinMs)) return true;
+    const rows = await this.db.query(`select 1 from ${this.names.q}.jobs where queue = $1 limit 1`, [name]);
     return rows.length > 0;
   }
   listQueues(): Promise<QueueInfo[]> {
-    return queueStats(this.db, this.n);
+    return queueStats(this.db, this.names);
   }
   async kindCounts(): Promise<KindCounts> {
-    return { kinds: await countByKind(this.db, this.n), approximate: false };
+    return { kinds: await countByKind(this.db, this.names), approximate: false };
   }
   throughput(minutes: number): Promise<ThroughputPoint[]> {
-    return throughput(this.db, this.n, minutes);
+    return throughput(this.db, this.names, minutes);
   }
   queueDepths(): Promise<QueueDepth[]> {
-    return readDepths(this.db, `${this.n.q}.canonical_queue_depths`, DEPTH_CAP);
+    return readDepths(this.db, `${this.names.q}.canonical_queue_depths`, DEPTH_CAP);
   }
   kindMinute(minute: Date): Promise<KindMinute[]> {
-    return readKindMinute(this.db, [`${this.n.q}.canonical_finished_attempts`], minute);
+    return readKindMinute(this.db, [`${this.names.q}.canonical_finished_attempts`], minute);
   }
   registerCallback(
     id: number,
@@ -188,36 +188,36 @@ export class CanonicalEngine implements StorageEngine {
     return this.resolutions.add({ id, action, ...args });
   }
   promote(): Promise<number> {
-    return promoteDue(this.db, this.n);
+    return promoteDue(this.db, this.names);
   }
   rescue(rescueAfterMs: number): Promise<MaintainedJob[]> {
-    return rescueStale(this.db, this.n, rescueAfterMs);
+    return rescueStale(this.db, this.names, rescueAfterMs);
   }
   expireCallbacks(): Promise<MaintainedJob[]> {
-    return expireCallbacks(this.db, this.n);
+    return expireCallbacks(this.db, this.names);
   }
   cleanup(retention: Retention): Promise<number> {
-    return cleanupFinished(this.db, this.n, retention);
+    return cleanupFinished(this.db, this.names, retention);
   }
   refreshStatistics(): Promise<boolean> {
-    return refreshStatistics(this.db, this.n);
+    return refreshStatistics(this.db, this.names);
   }
   maintainRing(): Promise<RingReport> {
     return Promise.resolve({ rotated: null, pruned: {}, moved: 0 });
   }
   abandonedAttempts(): Promise<AbandonedAttemptReport[]> {
-    return abandonedAttempts(this.db, this.n);
+    return abandonedAttempts(this.db, this.names);
   }
   upsertRuntime(r: RuntimeReport): Promise<void> {
-    return upsertRuntime(this.db, this.n, r);
+    return upsertRuntime(this.db, this.names, r);
   }
   deleteRuntime(id: string): Promise<void> {
-    return deleteRuntime(this.db, this.n, id);
+    return deleteRuntime(this.db, this.names, id);
   }
   listRuntimes(liveWithinMs: number): Promise<RuntimeInfo[]> {
-    return listRuntimes(this.db, this.n, liveWithinMs);
+    return listRuntimes(this.db, this.names, liveWithinMs);
   }
   storageState(): Promise<StorageState> {
-    return readStorageState(this.db, this.n);
+    return readStorageState(this.db, this.names);
   }
 }

@@ -114,7 +114,7 @@ export class QueueStorageEngine implements StorageEngine {
   readonly cron: CronStore;
   readonly samples: SampleStore;
   readonly callbackSql: CallbackSql;
-  private readonly q: string;
+  private readonly qsSchema: string;
   private readonly locators = new Map<string, Locator>();
   /** Per queue: the ring generations it has nothing left to claim in (a bigint[] literal), and when read. */
   private readonly exhausted = new Map<string, { gens: string; at: number }>();
@@ -133,25 +133,25 @@ export class QueueStorageEngine implements StorageEngine {
 
   constructor(
     private readonly db: Db,
-    private readonly n: SchemaNames,
+    private readonly names: SchemaNames,
     readonly qs: QsNames,
     private readonly sizing: QsSizing,
     private readonly liveWithinMs = 90_000,
   ) {
-    this.q = qs.q;
-    this.cron = new CronStore(db, n);
-    this.samples = new SampleStore(db, n, this);
+    this.qsSchema = qs.q;
+    this.cron = new CronStore(db, names);
+    this.samples = new SampleStore(db, names, this);
     this.callbackSql = {
-      table: `${this.q}.callbacks`,
-      register: `${this.q}.register_callback`,
-      resolveOne: `${this.q}.resolve_callback`,
-      resolveBatch: `${this.q}.resolve_callbacks`,
+      table: `${this.qsSchema}.callbacks`,
+      register: `${this.qsSchema}.register_callback`,
+      resolveOne: `${this.qsSchema}.resolve_callback`,
+      resolveBatch: `${this.qsSchema}.resolve_callbacks`,
     };
     this.parks = new Batcher(async (items) => {
       const json = JSON.stringify(items.map((p) => ({ ...this.ref(p), callback_id: p.callbackId })));
       // Parked or not, the worker writes nothing more for these attempts (a callback resolves them).
       items.forEach((p) => this.forget(p));
-      const rows = await db.query(`select ${this.q}.park($1::text::jsonb) as id`, [json]);
+      const rows = await db.query(`select ${this.qsSchema}.park($1::text::jsonb) as id`, [json]);
       const parked = new Set(rows.map((r) => Number(r.id)));
       return items.map((p) => parked.has(p.id));
     });
@@ -177,12 +177,12 @@ export class QueueStorageEngine implements StorageEngine {
   }
 
   enqueue(db: Db, jobs: NewJob[]): Promise<Job[]> {
-    return enqueueJobs(db, this.n, jobs);
+    return enqueueJobs(db, this.names, jobs);
   }
 
   async claim(req: ClaimRequest): Promise<Job[]> {
     const rows = await this.db.query(
-      `select * from ${this.q}.claim($1, $2, $3, $4, $5::text::jsonb, $6::text::jsonb, $7, $8::text::bigint[])`,
+      `select * from ${this.qsSchema}.claim($1, $2, $3, $4, $5::text::jsonb, $6::text::jsonb, $7, $8::text::bigint[])`,
       [
         req.queue,
         req.limit,
@@ -213,7 +213,7 @@ export class QueueStorageEngine implements StorageEngine {
     const entry = this.exhausted.get(queue);
     if ((!entry || Date.now() - entry.at >= EXHAUSTED_REFRESH_MS) && !this.refreshing.has(queue)) {
       this.refreshing.add(queue);
-      this.db.query(`select ${this.q}.claim_exhausted($1)::text as gens`, [queue]).then(
+      this.db.query(`select ${this.qsSchema}.claim_exhausted($1)::text as gens`, [queue]).then(
         ([r]) => this.exhausted.set(queue, { gens: r.gens, at: Date.now() }),
         () => this.exhausted.delete(queue),
       ).finally(() => this.refreshing.delete(queue));
@@ -241,7 +241,7 @@ export class QueueStorageEngine implements StorageEngine {
       return { ...it, id: it.id, lease: it.lease, slot: loc?.slot, ord };
     }));
     try {
-      return await this.db.query(`select * from ${this.q}.${fn}($1::text::jsonb)`, [json]);
+      return await this.db.query(`select * from ${this.qsSchema}.${fn}($1::text::jsonb)`, [json]);
     } finally {
       items.forEach((it) => this.forget(it));
     }
@@ -270,7 +270,7 @@ export class QueueStorageEngine implements StorageEngine {
     try {
       const a = this.completionArrays(items);
       const rows = await db.query(
-        `select ${this.q}.complete_many($1::text::bigint[], $2::text::integer[], $3::text::smallint[],
+        `select ${this.qsSchema}.complete_many($1::text::bigint[], $2::text::integer[], $3::text::smallint[],
                 $4::text::bigint[], $5::text::bigint[], $6::text::jsonb[], $7::text::text[], $8) as id`,
         [a.ids, a.leases, a.slots, a.claims, a.started, a.results, a.uniqueKeys, keep],
       );
@@ -391,24 +391,24 @@ export class QueueStorageEngine implements StorageEngine {
   }
 
   getJob(id: number): Promise<Job | null> {
-    return getJob(this.db, this.n, id);
+    return getJob(this.db, this.names, id);
   }
   listJobs(opts: ListJobsOptions): Promise<JobPage> {
-    return listJobs(this.db, this.n, opts);
+    return listJobs(this.db, this.names, opts);
   }
   runningJobs(limit: number): Promise<Job[]> {
     return runningJobs(
       this.db,
-      `(select * from ${this.q}.jobs_running
-        union all select * from ${this.q}.jobs_parked where state = 'running') j`,
+      `(select * from ${this.qsSchema}.jobs_running
+        union all select * from ${this.qsSchema}.jobs_parked where state = 'running') j`,
       limit,
     );
   }
   cancel(id: number): Promise<Job> {
-    return cancelJob(this.db, this.n, id);
+    return cancelJob(this.db, this.names, id);
   }
   retry(id: number): Promise<Job> {
-    return retryJob(this.db, this.n, id);
+    return retryJob(this.db, this.names, id);
   }
   /**
    * Deletes a finished job, under the job's lock that retry takes: its history rows, callbacks and unique
@@ -421,14 +421,14 @@ export class QueueStorageEngine implements StorageEngine {
         this.qs.schema,
         id,
       ]);
-      const [r] = await tx.query(`select ${this.q}.get_job($1) as j`, [id]);
+      const [r] = await tx.query(`select ${this.qsSchema}.get_job($1) as j`, [id]);
       const job = r?.j ? jobFromJson(r.j) : null;
       if (!job || !TERMINAL_STATES.includes(job.state)) throw notDeletable(id, job?.state ?? null);
       await tx.query(
-        `with h as (delete from ${this.q}.history where job_id = $1),
-              d as (insert into ${this.q}.deleted (job_id) values ($1) on conflict do nothing),
-              cb as (delete from ${this.q}.callbacks where job_id = $1)
-         delete from ${this.q}.unique_keys where job_id = $1`,
+        `with h as (delete from ${this.qsSchema}.history where job_id = $1),
+              d as (insert into ${this.qsSchema}.deleted (job_id) values ($1) on conflict do nothing),
+              cb as (delete from ${this.qsSchema}.callbacks where job_id = $1)
+         delete from ${this.qsSchema}.unique_keys where job_id = $1`,
         [id],
       );
       return job;
@@ -436,7 +436,7 @@ export class QueueStorageEngine implements StorageEngine {
   }
 
   private async bulk(filter: JobFilter, action: "cancel" | "retry", dryRun: boolean): Promise<number> {
-    const [r] = await this.db.query(`select ${this.q}.bulk($1::text::jsonb, $2, $3) as n`, [
+    const [r] = await this.db.query(`select ${this.qsSchema}.bulk($1::text::jsonb, $2, $3) as n`, [
       JSON.stringify({ state: filter.state, kind: filter.kind, queue: filter.queue }),
       action,
       dryRun,
@@ -445,23 +445,23 @@ export class QueueStorageEngine implements StorageEngine {
   }
   /** Retries the finished canonical jobs matching `filter` into queue storage (from mixed_transition on). */
   async retryCanonical(filter: JobFilter, opts: { dryRun?: boolean } = {}): Promise<number> {
-    const where = `${this.n.q}.job_filter_sql($1::text::jsonb) `;
+    const where = `${this.names.q}.job_filter_sql($1::text::jsonb) `;
     const [w] = await this.db.query(`select ${where} as w`, [
       JSON.stringify({ state: filter.state, kind: filter.kind, queue: filter.queue }),
     ]);
     const ids =
-      `select id from ${this.n.q}.jobs where ${w.w} and state in ('completed', 'failed', 'cancelled')`;
+      `select id from ${this.names.q}.jobs where ${w.w} and state in ('completed', 'failed', 'cancelled')`;
     const [r] = await this.db.query(
       opts.dryRun
         ? `select count(*) as n from (${ids}) x`
-        : `select ${this.q}.adopt(array(${ids}), true) as n`,
+        : `select ${this.qsSchema}.adopt(array(${ids}), true) as n`,
     );
     return Number(r.n);
   }
 
   /** The leader's part of a mixed transition: canonical jobs that wait move here. */
   async adoptWaiting(): Promise<number> {
-    const [r] = await this.db.query(`select ${this.q}.adopt_waiting() as n`);
+    const [r] = await this.db.query(`select ${this.qsSchema}.adopt_waiting() as n`);
     return Number(r.n);
   }
 
@@ -473,27 +473,27 @@ export class QueueStorageEngine implements StorageEngine {
   }
 
   pauseQueue(name: string): Promise<void> {
-    return setQueuePaused(this.db, this.n, name, true);
+    return setQueuePaused(this.db, this.names, name, true);
   }
   queuePaused(name: string): Promise<boolean> {
-    return queuePaused(this.db, this.n, name);
+    return queuePaused(this.db, this.names, name);
   }
   resumeQueue(name: string): Promise<void> {
-    return setQueuePaused(this.db, this.n, name, false);
+    return setQueuePaused(this.db, this.names, name, false);
   }
   async queueKnown(name: string, liveWithinMs = this.liveWithinMs): Promise<boolean> {
-    if (await queueDeclared(this.db, this.n, name, liveWithinMs)) return true;
+    if (await queueDeclared(this.db, this.names, name, liveWithinMs)) return true;
     const [r] = await this.db.query(
-      `select exists (select 1 from ${this.q}.lanes where queue = $1)
-           or exists (select 1 from ${this.q}.deferred where queue = $1)
-           or exists (select 1 from ${this.q}.parked where queue = $1) as known`,
+      `select exists (select 1 from ${this.qsSchema}.lanes where queue = $1)
+           or exists (select 1 from ${this.qsSchema}.deferred where queue = $1)
+           or exists (select 1 from ${this.qsSchema}.parked where queue = $1) as known`,
       [name],
     );
     return r.known;
   }
 
   async listQueues(): Promise<QueueInfo[]> {
-    const [r] = await this.db.query(`select ${this.q}.queue_stats($1) as s`, [COUNT_CAP]);
+    const [r] = await this.db.query(`select ${this.qsSchema}.queue_stats($1) as s`, [COUNT_CAP]);
     return (r.s as Row[]).map((x) => ({
       name: x.name,
       paused: x.paused,
@@ -509,7 +509,7 @@ export class QueueStorageEngine implements StorageEngine {
   }
 
   async kindCounts(): Promise<KindCounts> {
-    const [r] = await this.db.query(`select ${this.q}.kind_counts($1) as k`, [KIND_SAMPLE]);
+    const [r] = await this.db.query(`select ${this.qsSchema}.kind_counts($1) as k`, [KIND_SAMPLE]);
     return {
       approximate: r.k.approximate,
       kinds: (r.k.kinds as Row[]).map((k) => ({
@@ -523,15 +523,15 @@ export class QueueStorageEngine implements StorageEngine {
   }
 
   async throughput(minutes: number): Promise<ThroughputPoint[]> {
-    const rows = await this.db.query(`select * from ${this.q}.throughput($1)`, [minutes]);
+    const rows = await this.db.query(`select * from ${this.qsSchema}.throughput($1)`, [minutes]);
     return rows.map((r) => ({ minute: r.minute, completed: Number(r.completed), failed: Number(r.failed) }));
   }
   queueDepths(): Promise<QueueDepth[]> {
-    return readDepths(this.db, `${this.q}.queue_depths`, DEPTH_CAP);
+    return readDepths(this.db, `${this.qsSchema}.queue_depths`, DEPTH_CAP);
   }
   /** The SQL function of the attempts that finished in a minute. */
   get finishedAttemptsFn(): string {
-    return `${this.q}.finished_attempts`;
+    return `${this.qsSchema}.finished_attempts`;
   }
   kindMinute(minute: Date): Promise<KindMinute[]> {
     return readKindMinute(this.db, [this.finishedAttemptsFn], minute);
@@ -556,7 +556,7 @@ export class QueueStorageEngine implements StorageEngine {
   }
 
   async promote(): Promise<number> {
-    const [r] = await this.db.query(`select ${this.q}.promote() as n`);
+    const [r] = await this.db.query(`select ${this.qsSchema}.promote() as n`);
     return Number(r.n);
   }
 
@@ -565,7 +565,7 @@ export class QueueStorageEngine implements StorageEngine {
     const unknown = now - this.lastUnknownSweep >= UNKNOWN_SWEEP_MS;
     if (unknown) this.lastUnknownSweep = now;
     const since = this.deadlineSince;
-    const rows = await this.db.query(`select * from ${this.q}.rescue($1, $2, $3, $4)`, [
+    const rows = await this.db.query(`select * from ${this.qsSchema}.rescue($1, $2, $3, $4)`, [
       rescueAfterMs,
       DEADLINE_GRACE_MS,
       since.toISOString(),
@@ -578,7 +578,7 @@ export class QueueStorageEngine implements StorageEngine {
   }
 
   async expireCallbacks(): Promise<MaintainedJob[]> {
-    const rows = await this.db.query(`select * from ${this.q}.expire_callbacks()`);
+    const rows = await this.db.query(`select * from ${this.qsSchema}.expire_callbacks()`);
     return rows.map((r) => ({
       id: Number(r.id),
       kind: r.kind,
@@ -589,23 +589,23 @@ export class QueueStorageEngine implements StorageEngine {
   }
 
   async cleanup(retention: Retention): Promise<number> {
-    const [c] = await this.db.query(`select ${this.q}.expire_history('completed', $1, $2) as n`, [
+    const [c] = await this.db.query(`select ${this.qsSchema}.expire_history('completed', $1, $2) as n`, [
       retention.completed,
       PRUNE_LOCK_WAIT_MS,
     ]);
-    const [f] = await this.db.query(`select ${this.q}.expire_history('failed', $1, $2) as n`, [
+    const [f] = await this.db.query(`select ${this.qsSchema}.expire_history('failed', $1, $2) as n`, [
       retention.failed,
       PRUNE_LOCK_WAIT_MS,
     ]);
     // Tombstones of deleted jobs whose rows are all gone.
     await this.db.query(
-      `delete from ${this.q}.deleted x
-        where not exists (select 1 from ${this.q}.ready r where r.job_id = x.job_id)
-          and not exists (select 1 from ${this.q}.history h where h.job_id = x.job_id)`,
+      `delete from ${this.qsSchema}.deleted x
+        where not exists (select 1 from ${this.qsSchema}.ready r where r.job_id = x.job_id)
+          and not exists (select 1 from ${this.qsSchema}.history h where h.job_id = x.job_id)`,
     );
     // Callbacks of jobs that finished long ago: the longer retention keeps them as long as their job.
     await this.db.query(
-      `delete from ${this.q}.callbacks where state <> 'pending'
+      `delete from ${this.qsSchema}.callbacks where state <> 'pending'
           and resolved_at < now() - $1::bigint * interval '1 millisecond'`,
       [Math.max(retention.completed, retention.failed)],
     );
@@ -651,22 +651,22 @@ export class QueueStorageEngine implements StorageEngine {
   async maintainRing(retention: Retention, parkAfterMs: number): Promise<RingReport> {
     const report: RingReport = { rotated: null, pruned: {}, moved: 0 };
     // A leader that died between a rotation and its sync left the position behind: rotations wait for it.
-    await this.db.query(`select ${this.q}.sync_position()`);
-    const [rot] = await this.db.query(`select ${this.q}.rotate($1) as slot`, [
+    await this.db.query(`select ${this.qsSchema}.sync_position()`);
+    const [rot] = await this.db.query(`select ${this.qsSchema}.rotate($1) as slot`, [
       rotationIntervalMs(this.sizing, retention.completed),
     ]);
     report.rotated = rot.slot === null ? null : Number(rot.slot);
     // Producers move to the new slot once its rotation has committed.
-    if (report.rotated !== null) await this.db.query(`select ${this.q}.sync_position()`);
+    if (report.rotated !== null) await this.db.query(`select ${this.qsSchema}.sync_position()`);
     // Sealed slots, oldest generation first.
     const slots = await this.db.query(
       `select slot, generation from (
-         select distinct on (slot) slot, generation from ${this.q}.ring_rotations order by slot, generation desc) s
-        where slot <> ${this.q}.current_slot()
+         select distinct on (slot) slot, generation from ${this.qsSchema}.ring_rotations order by slot, generation desc) s
+        where slot <> ${this.qsSchema}.current_slot()
         order by generation`,
     );
     const empty = await this.db.query(
-      `select count(*) as n from generate_series(0, $1 - 1) s where ${this.q}.slot_empty(s::smallint)`,
+      `select count(*) as n from generate_series(0, $1 - 1) s where ${this.qsSchema}.slot_empty(s::smallint)`,
       [this.sizing.slots],
     );
     // Forward a paused backlog only when the ring is short of empty slots.
@@ -679,7 +679,10 @@ export class QueueStorageEngine implements StorageEngine {
       if (now - (this.lastMove.get(slot) ?? 0) >= Math.min(MOVE_EVERY_MS, parkAfterMs / 4)) {
         this.lastMove.set(slot, now);
         report.moved += Number(
-          (await this.db.query(`select ${this.q}.move_long_attempts($1, $2) as n`, [slot, parkAfterMs]))[0].n,
+          (await this.db.query(`select ${this.qsSchema}.move_long_attempts($1, $2) as n`, [
+            slot,
+            parkAfterMs,
+          ]))[0].n,
         );
       }
       // A slot found busy (a reader holds its tables: a long transaction that read the ring, say) is tried
@@ -689,7 +692,7 @@ export class QueueStorageEngine implements StorageEngine {
       if (backoff && now < backoff.until) continue;
       // Completed jobs stay readable in their slot: it is reclaimed once the completed retention has
       // passed since it was sealed.
-      const [p] = await this.db.query(`select ${this.q}.prune($1, $2, $3, $4) as outcome`, [
+      const [p] = await this.db.query(`select ${this.qsSchema}.prune($1, $2, $3, $4) as outcome`, [
         slot,
         backoff ? 0 : PRUNE_LOCK_WAIT_MS,
         forward,
@@ -706,7 +709,7 @@ export class QueueStorageEngine implements StorageEngine {
     if (Date.now() - this.lastHistory >= HISTORY_EVERY_MS) {
       this.lastHistory = Date.now();
       for (const [cls, ms] of [["completed", retention.completed], ["failed", retention.failed]] as const) {
-        await this.db.query(`select ${this.q}.ensure_history($1, $2, 3, $3)`, [
+        await this.db.query(`select ${this.qsSchema}.ensure_history($1, $2, 3, $3)`, [
           cls,
           historyWidthMs(ms),
           PRUNE_LOCK_WAIT_MS,
@@ -717,19 +720,19 @@ export class QueueStorageEngine implements StorageEngine {
   }
 
   abandonedAttempts(): Promise<AbandonedAttemptReport[]> {
-    return abandonedAttempts(this.db, this.n);
+    return abandonedAttempts(this.db, this.names);
   }
   upsertRuntime(r: RuntimeReport): Promise<void> {
-    return upsertRuntime(this.db, this.n, r);
+    return upsertRuntime(this.db, this.names, r);
   }
   deleteRuntime(id: string): Promise<void> {
-    return deleteRuntime(this.db, this.n, id);
+    return deleteRuntime(this.db, this.names, id);
   }
   listRuntimes(liveWithinMs: number): Promise<RuntimeInfo[]> {
-    return listRuntimes(this.db, this.n, liveWithinMs);
+    return listRuntimes(this.db, this.names, liveWithinMs);
   }
   storageState(): Promise<StorageState> {
-    return readStorageState(this.db, this.n);
+    return readStorageState(this.db, this.names);
   }
 }
 

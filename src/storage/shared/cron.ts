@@ -144,26 +144,26 @@ async function dbNow(db: Db): Promise<Date> {
 
 /** The cron table of one schema, bound to a pool. */
 export class CronStore {
-  constructor(private readonly db: Db, private readonly n: SchemaNames) {}
+  constructor(private readonly db: Db, private readonly names: SchemaNames) {}
   upsert(defs: NormalizedCron[], declaredBy: string): Promise<Row[]> {
-    return upsertCron(this.db, this.n, defs, declaredBy);
+    return upsertCron(this.db, this.names, defs, declaredBy);
   }
   list(): Promise<CronRows> {
-    return listCronRows(this.db, this.n);
+    return listCronRows(this.db, this.names);
   }
   get(name: string): Promise<Row | null> {
-    return getCronRow(this.db, this.n, name);
+    return getCronRow(this.db, this.names, name);
   }
   setPaused(name: string, paused: boolean): Promise<Row | null> {
-    return setCronPaused(this.db, this.n, name, paused);
+    return setCronPaused(this.db, this.names, name, paused);
   }
   remove(name: string): Promise<boolean> {
-    return removeCronRow(this.db, this.n, name);
+    return removeCronRow(this.db, this.names, name);
   }
   active(): Promise<CronRows> {
-    return activeCronRows(this.db, this.n);
+    return activeCronRows(this.db, this.names);
   }
   fire(name: string, expected: Date | null, newest: Date, fireTimes: Date[]): Promise<number[]> {
-    return fireCron(this.db, this.n, name, expected, newest, fireTimes);
+    return fireCron(this.db, this.names, name, expected, newest, fireTimes);
   }
 }

@@ -174,7 +174,7 @@ export interface SampleSource {
 export class SampleStore {
   constructor(
     private readonly db: Db,
-    private readonly n: SchemaNames,
+    private readonly names: SchemaNames,
     private readonly source: SampleSource,
   ) {}
 
@@ -183,15 +183,15 @@ export class SampleStore {
    * keeps the day partitions. Whether it wrote a minute.
    */
   record(): Promise<boolean> {
-    return recordMinute(this.db, this.n, this.source);
+    return recordMinute(this.db, this.names, this.source);
   }
   /** Per-minute samples, oldest first. */
   list(q: SamplesQuery): Promise<SampleRow[]> {
-    return listSamples(this.db, this.n, q);
+    return listSamples(this.db, this.names, q);
   }
   /** Per kind over the last `minutes` minutes of samples. */
   kindStats(minutes: number): Promise<KindStat[]> {
-    return kindStats(this.db, this.n, minutes);
+    return kindStats(this.db, this.names, minutes);
   }
 }
 
