@@ -6,7 +6,7 @@
 import { claim } from "../helpers/claim.ts";
 import assert from "node:assert/strict";
 import { engineTest, liveRuntime, setDeadline, staleRuntime, withSchema } from "../helpers/db.ts";
-import { DEADLINE_GRACE_MS } from "../../src/storage/canonical/maintenance.ts";
+import { DEADLINE_GRACE_MS } from "../../src/storage/shared/attempts.ts";
 
 Deno.test("rescue: a passed deadline waits out the grace, then the attempt is retried with 'deadline exceeded'", () =>
   withSchema(async (client) => {

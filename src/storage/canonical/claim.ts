@@ -11,6 +11,7 @@ import type { SchemaNames } from "../../db/names.ts";
 import type { Job } from "../../types.ts";
 import type { ClaimRequest } from "../engine.ts";
 import { rowToJob } from "../job_row.ts";
+import { policiesJson } from "../shared/attempts.ts";
 
 /** The jobs to claim: `$1` queue, `$2` limit, numbered in claim order; none while the queue is paused. */
 function nextCte(n: SchemaNames): string {
@@ -55,15 +56,6 @@ const REGISTER_HTTP_CALLBACK = `,
             callback_timeout_at = case when $7::text::jsonb ? j.kind
               then now() + (($7::text::jsonb ->> j.kind)::bigint * interval '1 millisecond')
               else j.callback_timeout_at end`;
-
-/** The policies as the claim statement reads them. */
-export function policiesJson(req: ClaimRequest): string {
-  const out: Record<string, unknown> = {};
-  for (const [kind, p] of Object.entries(req.policies)) {
-    out[kind] = { max_attempts: p.maxAttempts, timeout_ms: p.timeoutMs, delays_ms: p.delaysMs };
-  }
-  return JSON.stringify(out);
-}
 
 /**
  * Claims at most `req.limit` available jobs of `req.queue`. Jobs of the kinds in

@@ -2,6 +2,7 @@
 import type { Db } from "../../db/connection.ts";
 import type { SchemaNames } from "../../db/names.ts";
 import type { MaintainedJob, Retention } from "../engine.ts";
+import { DEADLINE_GRACE_MS } from "../shared/attempts.ts";
 
 const BATCH = 1000;
 
@@ -24,13 +25,6 @@ export async function promoteDue(db: Db, n: SchemaNames): Promise<number> {
     if (count < BATCH) return total;
   }
 }
-
-/**
- * How long after an attempt's hard deadline the leader steps in. The worker running it enforces the
- * deadline itself (its handler's signal aborts with reason `deadline`); the leader is the backstop for
- * a worker that cannot (an event loop blocked by the handler), so it leaves the worker this long first.
- */
-export const DEADLINE_GRACE_MS = 2_000;
 
 /**
  * Rescues running attempts whose heartbeat is stale or whose hard deadline passed (plus the grace): each

@@ -44,8 +44,7 @@ import type {
 } from "../engine.ts";
 import { enqueueJobs } from "../shared/enqueue.ts";
 import { DEPTH_CAP, readDepths, readKindMinute, SampleStore } from "../shared/samples.ts";
-import { policiesJson } from "../canonical/claim.ts";
-import { DEADLINE_GRACE_MS } from "../canonical/maintenance.ts";
+import { DEADLINE_GRACE_MS, policiesJson } from "../shared/attempts.ts";
 import { queueDeclared, queuePaused, setQueuePaused } from "../shared/queues.ts";
 import {
   type CallbackSql,
