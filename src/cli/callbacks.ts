@@ -22,6 +22,7 @@ import {
   withDb,
 } from "./common.ts";
 import { serveUntilSignal } from "./listen.ts";
+import { readOnlyReason } from "../db/schema_version.ts";
 
 /** The signing mode from the flags and the environment, or the one-line refusal. */
 export function callbackAuth(secretHex: string | undefined, allowUnsigned: boolean): CallbackAuth {
@@ -42,15 +43,14 @@ export function callbackAuth(secretHex: string | undefined, allowUnsigned: boole
 
 /** Refuses a database that cannot take callback writes (read-only by default, or a standby), then an old schema. */
 export async function assertWritable(client: Client): Promise<void> {
-  const [ro] = await client.db.query("show default_transaction_read_only");
-  if (String(ro.default_transaction_read_only).toLowerCase() === "on") {
+  const reason = await readOnlyReason(client.db);
+  if (reason === "read_only") {
     throw new CliError(
       "the database is read-only (default_transaction_read_only is on); callbacks must write: " +
         "point --database-url / DATABASE_URL at a writable primary",
     );
   }
-  const [rec] = await client.db.query("select pg_is_in_recovery() as standby");
-  if (rec.standby) {
+  if (reason === "standby") {
     throw new CliError(
       "the database is a standby (pg_is_in_recovery() is true); callbacks must write: " +
         "point --database-url / DATABASE_URL at the primary",

@@ -4,7 +4,7 @@
  */
 import { type Command, InvalidArgumentError } from "npm:commander@14.0.3";
 import { type Client, createClient } from "../client/client.ts";
-import { connectWithin, poolTarget } from "../db/connection.ts";
+import { connectWithin, ping, poolTarget } from "../db/connection.ts";
 import type { AdminLimits } from "../db/admin_guard.ts";
 import { env } from "../platform/platform.ts";
 import {
@@ -156,7 +156,7 @@ export function connectTimeoutOf(cmd: Command): number {
  * the driver reports it; the deadline throws a ConnectTimeoutError naming the fix.
  */
 export async function connectCli(client: Client, cmd: Command): Promise<void> {
-  await connectWithin(client.db.query("select 1"), {
+  await connectWithin(ping(client.db), {
     timeoutMs: connectTimeoutOf(cmd) * 1000,
     target: poolTarget(client.sql),
     fix: "--database-url / DATABASE_URL and that PostgreSQL is running there (or raise --connect-timeout)",

@@ -2,7 +2,7 @@
  * `createClient`: producers, admin tools and external systems. Enqueue (single, many, transactional),
  * read, cancel, retry, pause/resume, external completion, health and migrations.
  */
-import { connect, type Db, type Sql } from "../db/connection.ts";
+import { connect, type Db, ping, type Sql } from "../db/connection.ts";
 import { type Driver, postgresDriver } from "../db/driver.ts";
 import { deadlineDriver } from "./first_connection.ts";
 import { type PoolerMode, resolvePooler } from "../db/pooler.ts";
@@ -10,6 +10,7 @@ import { type AdminLimits, guardDb } from "../db/admin_guard.ts";
 import { DEFAULT_SCHEMA, type SchemaNames, schemaNames } from "../db/names.ts";
 import { migrate as runMigrations, type MigrateOptions, type MigrateResult } from "../db/migrate.ts";
 import { EXPECTED_SCHEMA_VERSION, readSchemaVersion, schemaCompatible } from "../db/schema_version.ts";
+import { clusterHealthRow } from "../storage/shared/sql_api.ts";
 import type { CallbackRecord, JobFilter } from "../storage/engine.ts";
 import {
   type StepResult,
@@ -399,7 +400,7 @@ async function clusterHealth(
     pooler,
   };
   try {
-    await db.query("select 1");
+    await ping(db);
   } catch (e) {
     return {
       ...base,
@@ -418,6 +419,6 @@ async function clusterHealth(
         : `schema version ${version} is older than ${EXPECTED_SCHEMA_VERSION}: run \`svc migrate\``,
     };
   }
-  const [r] = await db.query(`select ${names.q}.health($1, $2) as h`, [EXPECTED_SCHEMA_VERSION, liveMs]);
-  return { ...r.h, pooler } as ClusterHealth;
+  const h = await clusterHealthRow(db, names, EXPECTED_SCHEMA_VERSION, liveMs);
+  return { ...h, pooler } as unknown as ClusterHealth;
 }

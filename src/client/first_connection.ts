@@ -8,7 +8,7 @@
  * for the next call, which gets a deadline of its own. A refused connection fails at once, as before.
  * Once connected, calls go straight to the pool (no extra await on the hot path).
  */
-import { connectWithin, type Db, poolTarget, type Sql } from "../db/connection.ts";
+import { connectWithin, type Db, ping, poolTarget, type Sql } from "../db/connection.ts";
 import { type Driver, postgresDriver } from "../db/driver.ts";
 import { ConnectTimeoutError } from "../errors.ts";
 import type { PoolerMode } from "../db/pooler.ts";
@@ -32,7 +32,7 @@ export function deadlineDriver(open: () => Sql, timeoutMs: number, pooler: Poole
     await old.end({ timeout: 0 });
   };
   const ready = (): Promise<void> => {
-    probing ??= connectWithin(inner.db.query("select 1"), {
+    probing ??= connectWithin(ping(inner.db), {
       timeoutMs,
       target: poolTarget(sql),
       fix: FIX,

@@ -139,3 +139,8 @@ export async function connectWithin<T>(
     clearTimeout(timer);
   }
 }
+
+/** Throws when the database does not answer (a round trip of `select 1`). */
+export async function ping(db: Db): Promise<void> {
+  await db.query("select 1");
+}

@@ -47,3 +47,11 @@ export async function readSchemaVersion(db: Db, names: SchemaNames): Promise<num
 export function schemaCompatible(version: number | null): version is number {
   return version !== null && version >= EXPECTED_SCHEMA_VERSION;
 }
+
+/** Why the database cannot take writes: read-only by default, a standby, or null when it can. */
+export async function readOnlyReason(db: Db): Promise<"read_only" | "standby" | null> {
+  const [ro] = await db.query("show default_transaction_read_only");
+  if (String(ro.default_transaction_read_only).toLowerCase() === "on") return "read_only";
+  const [rec] = await db.query("select pg_is_in_recovery() as standby");
+  return rec.standby ? "standby" : null;
+}

@@ -23,6 +23,7 @@ import type { Logger } from "../types.ts";
 import { parseJsonInput, utf8Text } from "../validation.ts";
 import { errorResponse, HttpError, json, STATUS_BY_CODE } from "./errors.ts";
 import { readBoundedBody } from "./body.ts";
+import { recordCallbackRejection } from "../storage/shared/callbacks.ts";
 
 /** Statuses of refusals counted on the pending callback they name: bad signature, bad body, too large. */
 const COUNTED = new Set([400, 401, 413]);
@@ -91,11 +92,7 @@ export function createCallbackRouter(client: Client, opts: CallbackRouterOptions
     const status = STATUS_BY_CODE[code];
     if (!COUNTED.has(status) || !isUuid(callbackId)) return;
     try {
-      await client.db.query(`select ${client.names.q}.record_callback_rejection($1::uuid, $2, $3)`, [
-        callbackId,
-        status,
-        code,
-      ]);
+      await recordCallbackRejection(client.db, client.names.q, callbackId, status, code);
     } catch { /* counting is best effort: the request is refused either way */ }
   };
 

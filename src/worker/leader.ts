@@ -28,6 +28,7 @@ import type { Db } from "../db/connection.ts";
 import { NotLeaderError } from "../db/driver.ts";
 import type { SchemaNames } from "../db/names.ts";
 import type { Logger } from "../types.ts";
+import { fenceTerm, renewTerm, resignTerm, takeTerm } from "../storage/shared/leadership.ts";
 
 /** What the election needs. */
 export interface ElectionOptions {
@@ -64,21 +65,7 @@ export class LeaderElection {
       if (!this.isLeader) throw new NotLeaderError();
       const term = this.term;
       return await options.db.begin(async (tx) => {
-        const ok = await tx.query(
-          `select set_config('idle_in_transaction_session_timeout', $3, true) as t,
-                  set_config('statement_timeout', $4, true) as s,
-                  case when current_setting('server_version_num')::integer >= 170000
-                       then set_config('transaction_timeout', $5, true) end as x
-             from ${options.names.q}.leadership where holder = $1 and term = $2 for key share`,
-          [
-            options.id,
-            term,
-            String(Math.ceil(options.ttlMs)),
-            String(Math.ceil(2 * options.ttlMs)),
-            String(Math.ceil(2 * options.ttlMs) + 1_000),
-          ],
-        );
-        if (ok.length === 0) throw new NotLeaderError();
+        if (!await fenceTerm(tx, options.names, options.id, term, options.ttlMs)) throw new NotLeaderError();
         return await fn(tx);
       });
     };
@@ -120,12 +107,9 @@ export class LeaderElection {
   async renewIfDue(): Promise<void> {
     if (!this.isLeader || this.now() - this.lastRenew < this.renewEveryMs) return;
     try {
-      const rows = await this.options.db.query(
-        `update ${this.options.names.q}.leadership set renewed_at = now()
-          where holder = $1 and term = $2 returning term`,
-        [this.options.id, this.term],
-      );
-      if (rows.length === 0) throw new NotLeaderError();
+      if (!await renewTerm(this.options.db, this.options.names, this.options.id, this.term)) {
+        throw new NotLeaderError();
+      }
       this.lastRenew = this.now();
     } catch (e) {
       if (e instanceof NotLeaderError) this.lose("another process took over the term");
@@ -140,27 +124,14 @@ export class LeaderElection {
    * skips the row while a duty of the holder is in flight (it holds the row `for key share`).
    */
   private async tryTake(): Promise<boolean> {
-    const q = this.options.names.q;
-    const [r] = await this.options.db.query(
-      `with c as (
-         select holder, term, renewed_at is not null and renewed_at >= now() - $2::bigint * interval '1 millisecond' as fresh,
-                extract(epoch from now() - renewed_at)::float8 as age
-           from ${q}.leadership
-          where singleton and (holder is null or holder = $1 or renewed_at is null
-                               or renewed_at < now() - $2::bigint * interval '1 millisecond')
-            for update skip locked)
-       update ${q}.leadership l set holder = $1, term = c.term + 1, renewed_at = now()
-         from c where l.singleton
-       returning l.term, c.holder as previous, c.term as previous_term, c.fresh, c.age`,
-      [this.options.id, this.options.ttlMs],
-    );
+    const r = await takeTerm(this.options.db, this.options.names, this.options.id, this.options.ttlMs);
     if (!r) return false;
-    this.term = Number(r.term);
+    this.term = r.term;
     this.lastRenew = this.now();
     if (r.previous !== null && r.previous !== this.options.id && !r.fresh) {
       this.logger.warn(
-        `svc: the leader ${r.previous} has not renewed its term ${r.previous_term} for ${
-          r.age === null ? "ever" : `${Math.round(Number(r.age))} s`
+        `svc: the leader ${r.previous} has not renewed its term ${r.previousTerm} for ${
+          r.ageSeconds === null ? "ever" : `${Math.round(r.ageSeconds)} s`
         }; took over with term ${this.term}`,
       );
     }
@@ -171,10 +142,7 @@ export class LeaderElection {
   async resign(): Promise<void> {
     if (!this.isLeader) return;
     try {
-      await this.options.db.query(
-        `update ${this.options.names.q}.leadership set holder = null, renewed_at = null where holder = $1 and term = $2`,
-        [this.options.id, this.term],
-      );
+      await resignTerm(this.options.db, this.options.names, this.options.id, this.term);
     } catch { /* the term lapses after the TTL */ }
     this.lose("shutdown", "info");
   }

@@ -160,3 +160,22 @@ async function resolveChunk(
   const alone = await Promise.allSettled(qs.slice(start, end).map((q) => resolveCallback(db, c, q)));
   alone.forEach((r, i) => out[start + i] = r.status === "fulfilled" ? r.value : new ItemFailure(r.reason));
 }
+
+/**
+ * Counts a refused callback request (bad signature, bad body, too large) on the pending callback it names,
+ * wherever it lives (SQL `record_callback_rejection`): whether a pending callback was found.
+ */
+export async function recordCallbackRejection(
+  db: Db,
+  schemaSql: string,
+  callbackId: string,
+  status: number,
+  code: string,
+): Promise<boolean> {
+  const [r] = await db.query(`select ${schemaSql}.record_callback_rejection($1::uuid, $2, $3) as found`, [
+    callbackId,
+    status,
+    code,
+  ]);
+  return Boolean(r?.found);
+}

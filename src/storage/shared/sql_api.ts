@@ -81,3 +81,14 @@ export async function retryJob(db: Db, n: SchemaNames, id: number): Promise<Job>
   const [r] = await call(db.query(`select ${n.q}.retry_job($1) as j`, [id]), id);
   return jobFromJson(r.j);
 }
+
+/** The SQL API's `health(expected_version, live_ms)`: the cluster's health object as `svc health --json` reports it. */
+export async function clusterHealthRow(
+  db: Db,
+  n: SchemaNames,
+  expectedVersion: number,
+  liveMs: number,
+): Promise<Record<string, unknown>> {
+  const [r] = await db.query(`select ${n.q}.health($1, $2) as h`, [expectedVersion, liveMs]);
+  return r.h;
+}
