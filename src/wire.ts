@@ -201,7 +201,12 @@ export function jobToJson(j: Job): JobJson {
   return out;
 }
 
-/** A job from its snake_case JSON (the SQL API's `get_job`, `list_jobs`, `cancel_job`, `retry_job`). */
+/**
+ * A job from its snake_case fields: the SQL API's JSON (`get_job`, `list_jobs`, `cancel_job`, `retry_job`)
+ * or a row of the jobs table (times as Date or RFC 3339 text). The one way a Job is read from stored fields;
+ * a claim's row (queue storage's `claimedJob`) and a job just enqueued (`newJob`, from its input) are the
+ * two hot paths that build theirs directly.
+ */
 export function jobFromJson(o: Record<string, unknown>): Job {
   const job: Job = {
     id: Number(o.id),
@@ -232,6 +237,7 @@ export function jobFromJson(o: Record<string, unknown>): Job {
     lease: Number(o.lease ?? 0),
     attemptedBy: (o.attempted_by ?? null) as string | null,
   };
+  if (o.trace_context) job.traceContext = o.trace_context as string;
   if (o.duplicate) job.duplicate = true;
   const p = o.progress as { value?: unknown; at?: string } | null | undefined;
   if (p && typeof p === "object" && typeof p.at === "string") {

@@ -4,9 +4,9 @@ import type { SchemaNames } from "../../db/names.ts";
 import { JOB_STATES, TERMINAL_STATES } from "../../types.ts";
 import { ValidationError } from "../../errors.ts";
 import type { Job } from "../../types.ts";
-import { rowToJob } from "../job_row.ts";
 import { notDeletable } from "../shared/delete.ts";
 import type { JobFilter } from "../engine.ts";
+import { jobFromJson } from "../../wire.ts";
 
 const TERMINAL = `(${TERMINAL_STATES.map((s) => `'${s}'`).join(", ")})`;
 
@@ -82,7 +82,7 @@ export async function deleteJob(db: Db, n: SchemaNames, id: number): Promise<Job
   const rows = await db.query(`delete from ${n.q}.jobs where id = $1 and state in ${TERMINAL} returning *`, [
     id,
   ]);
-  if (rows.length) return rowToJob(rows[0]);
+  if (rows.length) return jobFromJson(rows[0]);
   const [r] = await db.query(`select state from ${n.q}.jobs where id = $1`, [id]);
   throw notDeletable(id, r?.state ?? null);
 }

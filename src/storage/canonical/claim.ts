@@ -10,8 +10,8 @@ import type { Db } from "../../db/connection.ts";
 import type { SchemaNames } from "../../db/names.ts";
 import type { Job } from "../../types.ts";
 import type { ClaimRequest } from "../engine.ts";
-import { rowToJob } from "../job_row.ts";
 import { policiesJson } from "../shared/attempts.ts";
+import { jobFromJson } from "../../wire.ts";
 
 /** The jobs to claim: `$1` queue, `$2` limit, numbered in claim order; none while the queue is paused. */
 function nextCte(n: SchemaNames): string {
@@ -89,7 +89,7 @@ export async function claimJobs(db: Db, n: SchemaNames, req: ClaimRequest): Prom
   }
   const rows = await db.query(text, params);
   return inClaimOrder(rows.map((r) => {
-    const job = rowToJob(r);
+    const job = jobFromJson(r);
     // In the worker, a job that runs at once starts at its claim; a held one when the dispatcher feeds it.
     if (r.prefetched) job.prefetched = true;
     else job.attemptedAt = job.claimedAt;

@@ -7,8 +7,8 @@ import type { Db } from "../../db/connection.ts";
 import type { SchemaNames } from "../../db/names.ts";
 import type { Job } from "../../types.ts";
 import type { AttemptRef, Failure, ParkRequest } from "../engine.ts";
-import { rowToJob } from "../job_row.ts";
 import { storedErrorText } from "../../job_errors.ts";
+import { jobFromJson } from "../../wire.ts";
 
 export async function failJob(db: Db, n: SchemaNames, f: Failure): Promise<Job | null> {
   const rows = await db.query(
@@ -22,7 +22,7 @@ export async function failJob(db: Db, n: SchemaNames, f: Failure): Promise<Job |
       f.startedAt ?? null,
     ],
   );
-  return rows.length && rows[0].id !== null ? rowToJob(rows[0]) : null;
+  return rows.length && rows[0].id !== null ? jobFromJson(rows[0]) : null;
 }
 
 /** Gives the attempt back, scheduled `delayMs` later (`canonical_snooze`; while mixed the job moves to queue storage). */

@@ -9,7 +9,6 @@ import type { SchemaNames } from "../../db/names.ts";
 import { InvalidStateError, JobNotFoundError, UniqueConflictError, ValidationError } from "../../errors.ts";
 import type { Job, JobPage, ListJobsOptions } from "../../types.ts";
 import { jobFromJson } from "../../wire.ts";
-import { rowToJob } from "../job_row.ts";
 
 /** The library's error for an error raised by the SQL API; other errors as they are. */
 export function apiError(e: unknown, id?: number): unknown {
@@ -69,7 +68,7 @@ export async function runningJobs(db: Db, source: string, limit: number): Promis
     `select * from ${source} order by claimed_at asc nulls last, id limit $1`,
     [Math.max(0, Math.floor(limit))],
   );
-  return rows.map(rowToJob);
+  return rows.map(jobFromJson);
 }
 
 export async function cancelJob(db: Db, n: SchemaNames, id: number): Promise<Job> {
