@@ -286,8 +286,11 @@ export interface StorageEngine {
   fail(item: Failure): Promise<Job | null>;
   /** Gives the attempt back and schedules the job `delayMs` later. */
   snooze(id: number, lease: number, delayMs: number): Promise<boolean>;
-  /** Heartbeats in-flight attempts (queue storage relies on the runtime's own heartbeat instead). */
-  heartbeat(items: AttemptRef[]): Promise<void>;
+  /**
+   * Heartbeats in-flight attempts. Canonical only: queue storage has none, since it rescues by runtime, whose
+   * own heartbeat keeps its attempts alive.
+   */
+  heartbeat?(items: AttemptRef[]): Promise<void>;
   /**
    * Parks a running attempt in `waiting_external`, unless its callback is no longer pending. Parks that
    * arrive together share one statement.
@@ -359,8 +362,8 @@ export interface StorageEngine {
   cleanup(retention: Retention): Promise<number>;
   /** Refreshes the planner statistics of the job storage when missing or far behind; whether it did. */
   refreshStatistics(): Promise<boolean>;
-  /** Queue storage: rotates and reclaims ring slots, creates and drops history partitions. */
-  maintainRing(retention: Retention, parkAfterMs: number): Promise<RingReport>;
+  /** Queue storage only (canonical has no ring): rotates and reclaims ring slots, creates and drops history partitions. */
+  maintainRing?(retention: Retention, parkAfterMs: number): Promise<RingReport>;
 
   /**
    * The attempts runtimes gave up on (their outcome could not be written), as their heartbeat names

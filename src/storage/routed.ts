@@ -246,7 +246,7 @@ export class RoutedEngine implements StorageEngine {
   }
   async heartbeat(items: AttemptRef[]): Promise<void> {
     await this.byOwner(items, async (e, xs) => {
-      await e.heartbeat(xs);
+      await e.heartbeat?.(xs);
       return [];
     });
   }
@@ -447,7 +447,7 @@ export class RoutedEngine implements StorageEngine {
   }
   async maintainRing(retention: Retention, parkAfterMs: number): Promise<RingReport> {
     const mode = await this.mode();
-    if (mode === "canonical") return this.canonical.maintainRing();
+    if (mode === "canonical") return { rotated: null, pruned: {}, moved: 0 };
     const report = await this.qs!.maintainRing(retention, parkAfterMs);
     if (mode === "mixed") report.adopted = await this.qs!.adoptWaiting();
     return report;

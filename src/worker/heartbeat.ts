@@ -26,7 +26,7 @@ export class HeartbeatLoop {
   /** Beats once now (awaited at start so the runtime row exists before claiming). */
   async beat(): Promise<void> {
     try {
-      await this.engine.heartbeat(this.attempts());
+      await this.engine.heartbeat?.(this.attempts());
       await this.before();
       await this.engine.upsertRuntime(this.report());
       this.lastOk = true;

@@ -25,7 +25,6 @@ import type {
   ResolveAction,
   ResolveArgs,
   Retention,
-  RingReport,
   RuntimeReport,
   StorageEngine,
   StorageState,
@@ -201,9 +200,6 @@ export class CanonicalEngine implements StorageEngine {
   }
   refreshStatistics(): Promise<boolean> {
     return refreshStatistics(this.db, this.names);
-  }
-  maintainRing(): Promise<RingReport> {
-    return Promise.resolve({ rotated: null, pruned: {}, moved: 0 });
   }
   abandonedAttempts(): Promise<AbandonedAttemptReport[]> {
     return abandonedAttempts(this.db, this.names);

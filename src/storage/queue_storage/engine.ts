@@ -381,10 +381,6 @@ export class QueueStorageEngine implements StorageEngine {
     return done.has(id);
   }
 
-  heartbeat(): Promise<void> {
-    return Promise.resolve(); // the runtime's own heartbeat keeps its attempts alive
-  }
-
   park(id: number, lease: number, callbackId: string): Promise<boolean> {
     return this.parks.add({ id, lease, callbackId });
   }

@@ -60,6 +60,7 @@ export function standardDuties(intervalMs: number): Duty[] {
       deferred: true,
       everyMs: Math.max(intervalMs, 1_000),
       run: async (m) => {
+        if (!m.engine.maintainRing) return;
         const r = await m.engine.maintainRing(m.retention, m.parkAfter);
         if (r.rotated !== null) m.logger.debug(`svc: ring rotated to slot ${r.rotated}`);
         if (r.moved > 0) m.logger.debug(`svc: moved ${r.moved} long attempts out of the ring`);
