@@ -180,7 +180,6 @@ export interface JobPage {
 }
 
 // The snake_case JSON objects of the health surfaces live with the other JSON shapes.
-export type { ClusterHealth, ReadinessReport } from "./wire.ts";
 
 /** Per-queue state for admin surfaces. */
 export interface QueueInfo {
@@ -244,4 +243,54 @@ export interface Logger {
    * logger). Without it, `ctx.logger` puts the job's id, kind and attempt in front of each line instead.
    */
   child?(fields: Record<string, unknown>): Logger;
+}
+
+/** Object of `client.healthCheck()` and `svc health --json` (snake_case on purpose). */
+export interface ClusterHealth {
+  ready: boolean;
+  postgres: "connected" | "unreachable";
+  schema_version: number | null;
+  expected_schema_version: number;
+  storage: string;
+  storage_transition: string;
+  live_runtimes: number;
+  unhealthy_runtimes: number;
+  /** `transaction` when this connection goes through a transaction pooler, else `none`. */
+  pooler: "transaction" | "none";
+  /** Why `ready` is false; absent when ready. */
+  reason?: string;
+}
+
+/** Object of `worker.healthCheck()` and the `/readyz` body (snake_case on purpose). */
+export interface ReadinessReport {
+  ready: boolean;
+  postgres_connected: boolean;
+  schema_version: number | null;
+  expected_schema_version: number;
+  schema_compatible: boolean;
+  poll_loop_alive: boolean;
+  heartbeat_alive: boolean;
+  maintenance_alive: boolean;
+  shutting_down: boolean;
+  leader: boolean;
+  /** `transaction` when the worker's database URL goes through a transaction pooler, else `none`. */
+  pooler: "transaction" | "none";
+  /** Whether LISTEN wake-ups are active (false: the claim loops poll every `pollInterval`). */
+  listening: boolean;
+}
+
+/** A validated job to insert (see `src/client/enqueue_input.ts`). */
+export interface NewJob {
+  kind: string;
+  queue: string;
+  args: Record<string, unknown>;
+  priority: number;
+  runAt: Date | null;
+  maxAttempts: number;
+  tags: string[];
+  metadata: Record<string, unknown>;
+  /** The unique-key options; the key itself is computed by the database (`unique_key()`). */
+  unique: { byArgs: boolean; byQueue: boolean; periodMs: number | null } | null;
+  /** W3C traceparent of the producer. */
+  traceContext: string | null;
 }

@@ -8,6 +8,7 @@
 import type { CallbackRecord } from "./storage/engine.ts";
 import type { CronSchedule } from "./cron/definition.ts";
 import type { Job, JobState, QueueInfo, RuntimeInfo, StuckHandlerInfo } from "./types.ts";
+export type { ClusterHealth, ReadinessReport } from "./types.ts";
 import { readJobErrors } from "./job_errors.ts";
 
 /** RFC 3339 in UTC with milliseconds, or null. */
@@ -118,40 +119,6 @@ export interface CronJson extends
   created_at: string;
   updated_at: string;
   synced_at: string;
-}
-
-/** Object of `client.healthCheck()` and `svc health --json` (snake_case on purpose). */
-export interface ClusterHealth {
-  ready: boolean;
-  postgres: "connected" | "unreachable";
-  schema_version: number | null;
-  expected_schema_version: number;
-  storage: string;
-  storage_transition: string;
-  live_runtimes: number;
-  unhealthy_runtimes: number;
-  /** `transaction` when this connection goes through a transaction pooler, else `none`. */
-  pooler: "transaction" | "none";
-  /** Why `ready` is false; absent when ready. */
-  reason?: string;
-}
-
-/** Object of `worker.healthCheck()` and the `/readyz` body (snake_case on purpose). */
-export interface ReadinessReport {
-  ready: boolean;
-  postgres_connected: boolean;
-  schema_version: number | null;
-  expected_schema_version: number;
-  schema_compatible: boolean;
-  poll_loop_alive: boolean;
-  heartbeat_alive: boolean;
-  maintenance_alive: boolean;
-  shutting_down: boolean;
-  leader: boolean;
-  /** `transaction` when the worker's database URL goes through a transaction pooler, else `none`. */
-  pooler: "transaction" | "none";
-  /** Whether LISTEN wake-ups are active (false: the claim loops poll every `pollInterval`). */
-  listening: boolean;
 }
 
 /** The function request body (docs/reference/protocol.md, "The function request"). */

@@ -4,8 +4,7 @@
  */
 import { ValidationError } from "../errors.ts";
 import { checkDate, checkJsonValue, checkText } from "../validation.ts";
-import type { EnqueueItem } from "../types.ts";
-import type { NewJob } from "../storage/engine.ts";
+import type { EnqueueItem, NewJob } from "../types.ts";
 
 /** Queue names: 1 to 48 characters of A-Z a-z 0-9 _ . - */
 export const QUEUE_NAME_RE: RegExp = /^[A-Za-z0-9_.-]{1,48}$/;

@@ -6,25 +6,11 @@
  * nothing. docs/reference/storage.md describes both engines.
  */
 import type { Db } from "../db/connection.ts";
-import type { Job, JobPage, JobState, ListJobsOptions, QueueInfo, RuntimeInfo } from "../types.ts";
+import type { Job, JobPage, JobState, ListJobsOptions, NewJob, QueueInfo, RuntimeInfo } from "../types.ts";
+export type { NewJob } from "../types.ts";
 import type { CronStore } from "./shared/cron.ts";
-import type { SampleStore } from "./shared/samples.ts";
-
-/** A validated job to insert (see `src/client/enqueue_input.ts`). */
-export interface NewJob {
-  kind: string;
-  queue: string;
-  args: Record<string, unknown>;
-  priority: number;
-  runAt: Date | null;
-  maxAttempts: number;
-  tags: string[];
-  metadata: Record<string, unknown>;
-  /** The unique-key options; the key itself is computed by the database (`unique_key()`). */
-  unique: { byArgs: boolean; byQueue: boolean; periodMs: number | null } | null;
-  /** W3C traceparent of the producer. */
-  traceContext: string | null;
-}
+import type { KindMinute, QueueDepth, SampleStore } from "./shared/samples.ts";
+export type { KindMinute, KindStat, QueueDepth, SampleRow, SamplesQuery } from "./shared/samples.ts";
 
 /** The retry policy and deadline of a job kind, as the worker that claims it knows them. */
 export interface KindPolicy {
@@ -211,56 +197,6 @@ export interface RingReport {
   moved: number;
   /** While mixed: canonical jobs moved to queue storage. */
   adopted?: number;
-}
-
-/** A queue's depth by the one definition the metrics, the samples and the dashboard share. */
-export interface QueueDepth {
-  queue: string;
-  /** Available jobs. */
-  depth: number;
-  /** An estimate: extrapolated (queue storage) or a lower bound (canonical's cap). */
-  estimated: boolean;
-  oldestAvailableAgeSeconds: number | null;
-}
-
-/** The attempts of one (queue, kind) that finished in one minute. */
-export interface KindMinute {
-  queue: string;
-  kind: string;
-  completed: number;
-  /** Failed for good. */
-  failed: number;
-  /** Failed and scheduled for another attempt. */
-  retried: number;
-  runP50Ms: number | null;
-  runP95Ms: number | null;
-}
-
-/** A per-minute sample row: a queue's depth (kind null) or a (queue, kind)'s finished attempts. */
-export interface SampleRow extends Omit<KindMinute, "kind"> {
-  minute: Date;
-  kind: string | null;
-  depth: number | null;
-}
-
-/** Which samples to read. */
-export interface SamplesQuery {
-  queue?: string;
-  kind?: string;
-  /** The last this many minutes. */
-  minutes: number;
-}
-
-/** A kind's figures over the last minutes of samples. */
-export interface KindStat {
-  kind: string;
-  completed: number;
-  failed: number;
-  retried: number;
-  /** Failed attempts (retried or not) over finished attempts; null when none finished. */
-  failureRate: number | null;
-  runP50Ms: number | null;
-  runP95Ms: number | null;
 }
 
 /** The engine every storage implementation provides. */

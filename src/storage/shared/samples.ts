@@ -6,7 +6,56 @@
  */
 import type { Db } from "../../db/connection.ts";
 import type { SchemaNames } from "../../db/names.ts";
-import type { KindMinute, KindStat, QueueDepth, SampleRow, SamplesQuery } from "../engine.ts";
+
+/** A queue's depth by the one definition the metrics, the samples and the dashboard share. */
+export interface QueueDepth {
+  queue: string;
+  /** Available jobs. */
+  depth: number;
+  /** An estimate: extrapolated (queue storage) or a lower bound (canonical's cap). */
+  estimated: boolean;
+  oldestAvailableAgeSeconds: number | null;
+}
+
+/** The attempts of one (queue, kind) that finished in one minute. */
+export interface KindMinute {
+  queue: string;
+  kind: string;
+  completed: number;
+  /** Failed for good. */
+  failed: number;
+  /** Failed and scheduled for another attempt. */
+  retried: number;
+  runP50Ms: number | null;
+  runP95Ms: number | null;
+}
+
+/** A per-minute sample row: a queue's depth (kind null) or a (queue, kind)'s finished attempts. */
+export interface SampleRow extends Omit<KindMinute, "kind"> {
+  minute: Date;
+  kind: string | null;
+  depth: number | null;
+}
+
+/** Which samples to read. */
+export interface SamplesQuery {
+  queue?: string;
+  kind?: string;
+  /** The last this many minutes. */
+  minutes: number;
+}
+
+/** A kind's figures over the last minutes of samples. */
+export interface KindStat {
+  kind: string;
+  completed: number;
+  failed: number;
+  retried: number;
+  /** Failed attempts (retried or not) over finished attempts; null when none finished. */
+  failureRate: number | null;
+  runP50Ms: number | null;
+  runP95Ms: number | null;
+}
 
 /**
  * A queue's available jobs are counted up to this many (queue storage: shared among its lanes); beyond, the
