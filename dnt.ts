@@ -1,4 +1,7 @@
 /**
+ * An esbuild + tsc build, not the dnt tool (whose name the file keeps, where users of Deno libraries look
+ * for the npm build): esbuild bundles the JavaScript, the TypeScript compiler writes the declarations.
+ *
  * Builds the npm package `@svc/queue` for Node into `npm/` (git-ignored), from the same sources as the
  * Deno packages:
  *
