@@ -1,8 +1,10 @@
 /**
- * The `queue_storage` engine: append-only ring partitions for the hot path (ready, spent, closed), heap
- * tables for the rare paths (deferred, parked, unique keys, callbacks) and a history partitioned by
- * time. The SQL lives in the queue-storage schema's functions (migrations/0004_queue_storage.sql); this
- * class binds them to a pool. docs/reference/storage.md explains the design.
+ * The `queue_storage` engine: append-only ring partitions for the hot path (ready rows; claims and
+ * completions, a row per batch; closed and skipped rows for the rare ends), heap tables for the rare paths
+ * (deferred, parked, unique keys, callbacks) and a history partitioned by time. The SQL lives in the
+ * queue-storage functions of sql/1*_qs_*.sql; this class binds them to a pool. docs/reference/storage.md
+ * explains the design and names its words (lane, shard, slot, cursor, position, claim batch, closure,
+ * park, forward, adopt).
  *
  * A claimed attempt is addressed in the ring by its ready row's key (slot, queue, priority, shard, seq):
  * the engine keeps that locator for the attempts it claimed, so that their completions find their rows
