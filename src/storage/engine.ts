@@ -199,8 +199,11 @@ export interface RingReport {
   adopted?: number;
 }
 
-/** The engine every storage implementation provides. */
-export interface StorageEngine {
+/**
+ * The worker's hot path: enqueue, claim, and the ends of an attempt. A fake of the worker needs only this
+ * (tests/helpers/fake_engine.ts).
+ */
+export interface AttemptStore {
   readonly name: string;
   /** Inserts jobs through `db` (the pool or the caller's transaction); duplicates come back marked. */
   enqueue(db: Db, jobs: NewJob[]): Promise<Job[]>;
@@ -240,7 +243,10 @@ export interface StorageEngine {
   forgetAttempt?(a: AttemptRef): void;
   /** How many attempts the engine keeps in memory (per-attempt maps), for tests and leak checks. */
   trackedAttempts?(): number;
+}
 
+/** Reads and operator changes: jobs, queues and statistics. */
+export interface AdminStore {
   getJob(id: number): Promise<Job | null>;
   listJobs(opts: ListJobsOptions): Promise<JobPage>;
   /**
@@ -279,7 +285,10 @@ export interface StorageEngine {
   kindMinute(minute: Date): Promise<KindMinute[]>;
   /** The per-minute samples (shared by both engines; the leader records them, schema version 5 on). */
   readonly samples: SampleStore;
+}
 
+/** External callbacks: registered at claim or by `ctx.waitForCallback`, read, and resolved. */
+export interface CallbackStore {
   registerCallback(
     id: number,
     lease: number,
@@ -290,7 +299,10 @@ export interface StorageEngine {
   listCallbacks(jobId: number): Promise<CallbackRecord[]>;
   /** Resolves a callback; resolutions that arrive together share one statement and one commit. */
   resolveCallback(id: string, action: ResolveAction, args: ResolveArgs): Promise<CallbackResolution>;
+}
 
+/** The leader's duties, and the runtimes' rows. */
+export interface MaintenanceStore {
   promote(): Promise<number>;
   rescue(rescueAfterMs: number): Promise<MaintainedJob[]>;
   expireCallbacks(): Promise<MaintainedJob[]>;
@@ -311,10 +323,27 @@ export interface StorageEngine {
   upsertRuntime(r: RuntimeReport): Promise<void>;
   deleteRuntime(id: string): Promise<void>;
   listRuntimes(liveWithinMs: number): Promise<RuntimeInfo[]>;
+}
 
+/** The cron schedules and the storage state. */
+export interface StateStore {
   /** Cron schedules (shared by both engines; their jobs are enqueued through the routed SQL API). */
   readonly cron: CronStore;
 
   /** The storage state. */
   storageState(): Promise<StorageState>;
 }
+
+/**
+ * What the worker's claim loop, executor, job context and completer use: the attempt store, the callbacks,
+ * and two reads (a job for `ctx.waitForCallback`, whether a queue is paused). tests/helpers/fake_engine.ts
+ * implements this alone.
+ */
+export type WorkerStore = AttemptStore & CallbackStore & Pick<AdminStore, "getJob" | "queuePaused">;
+
+/**
+ * The engine every storage implementation provides, by role: the attempt store the worker needs, the admin
+ * store, the callbacks, the maintenance store of the leader, and the cron schedules and storage state.
+ */
+export interface StorageEngine
+  extends AttemptStore, AdminStore, CallbackStore, MaintenanceStore, StateStore {}

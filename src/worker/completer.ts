@@ -10,7 +10,7 @@
  * attempt fails for good with `result cannot be stored` and its neighbours complete.
  */
 import { type HistogramHandle, timed } from "../metrics/registry.ts";
-import type { AttemptRef, Completion, StorageEngine } from "../storage/engine.ts";
+import type { AttemptRef, Completion, WorkerStore } from "../storage/engine.ts";
 import type { Logger } from "../types.ts";
 import { Batcher } from "../db/batcher.ts";
 import { isDataError, retryWithin } from "./outcome_retry.ts";
@@ -44,7 +44,7 @@ export class Completer {
   private readonly batcher: Batcher<Completion, boolean>;
 
   constructor(
-    private readonly engine: StorageEngine,
+    private readonly engine: WorkerStore,
     private readonly logger: Logger,
     private readonly options: CompleterOptions,
   ) {

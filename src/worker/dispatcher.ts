@@ -36,7 +36,7 @@
  * may be waiting) or jobs are held. A failed claim is retried after twice `pollInterval`, doubling with each
  * further failure up to 10 s.
  */
-import type { AttemptRef, KindPolicy, StorageEngine } from "../storage/engine.ts";
+import type { AttemptRef, KindPolicy, WorkerStore } from "../storage/engine.ts";
 import type { Job, Logger } from "../types.ts";
 import { execute, type ExecutorDeps, type InFlight } from "./executor.ts";
 import { sleep, Wakeup } from "../timing.ts";
@@ -107,7 +107,7 @@ export class Dispatcher {
   /** After a refill claim came back short, no refill before this time unless a NOTIFY wakes the loop. */
   private refillAfter = 0;
 
-  private readonly engine: StorageEngine;
+  private readonly engine: WorkerStore;
   private readonly deps: ExecutorDeps;
   private readonly inFlight: Map<number, InFlight>;
   private readonly logger: Logger;

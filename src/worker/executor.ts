@@ -2,7 +2,7 @@
  * Runs one claimed attempt: builds its context, enforces the deadline, and records the outcome
  * (completed, retryable/failed, snoozed, parked). Every write carries the run lease.
  */
-import type { Failure, StorageEngine } from "../storage/engine.ts";
+import type { Failure, WorkerStore } from "../storage/engine.ts";
 import type { Job, Logger } from "../types.ts";
 import { isSnooze, TerminalError } from "../errors.ts";
 import type { Completer } from "./completer.ts";
@@ -26,7 +26,7 @@ import {
 
 /** Shared by every dispatcher of a worker. */
 export interface ExecutorDeps {
-  engine: StorageEngine;
+  engine: WorkerStore;
   runners: Map<string, KindRunner>;
   completer: Completer;
   waiters: CallbackWaiters;

@@ -5,7 +5,7 @@
  * job's completion in one transaction guarded by the run lease; docs/adr/018-job-transactions.md) and
  * `progress`.
  */
-import type { StorageEngine } from "../storage/engine.ts";
+import type { WorkerStore } from "../storage/engine.ts";
 import type { Job, Logger } from "../types.ts";
 import type { AnyTasks } from "../tasks.ts";
 import type { ClientTransaction, Enqueuer } from "../client/client.ts";
@@ -148,7 +148,7 @@ export function createJobContext(
   job: Job,
   /** The attempt's abort signal, or a function that makes it when first read. */
   signalOf: AbortSignal | (() => AbortSignal),
-  engine: StorageEngine,
+  engine: WorkerStore,
   waiters: CallbackWaiters,
   pollMs: number,
   /** Told of each callback registered. */
@@ -311,7 +311,7 @@ export function createJobContext(
 }
 
 /** Whether the attempt is still the job's current one (running or parked under this lease). */
-async function current(engine: StorageEngine, job: Job): Promise<boolean> {
+async function current(engine: WorkerStore, job: Job): Promise<boolean> {
   const now = await engine.getJob(job.id);
   return !!now && now.lease === job.lease && (now.state === "running" || now.state === "waiting_external");
 }

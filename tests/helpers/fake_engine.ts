@@ -1,10 +1,10 @@
 /**
- * An in-memory fake of the storage engine interface (`src/storage/engine.ts`), enough for the worker
- * runtime (dispatcher, executor, completer): jobs in a map, claims, start records, give-backs,
+ * An in-memory fake of the worker's store (`WorkerStore` in `src/storage/engine.ts`: the attempt store, the
+ * callbacks and two reads), what the worker runtime (dispatcher, executor, completer) uses: jobs in a map, claims, start records, give-backs,
  * completions, failures, snoozes, parks, heartbeats and paused queues. Every write carries (id, lease) and
  * changes nothing when the lease is no longer current, as in the real engines. Every call is logged in
  * `calls`; `faults` makes the next calls of a method throw; `delays` makes a method take that long.
- * Methods the runtime never calls throw "not in the fake".
+ * Callback methods the tests here never reach throw "not in the fake".
  *
  * A claim counts the attempt of every job it returns, held (prefetched) or not; a give-back returns a
  * running job to `available` and refunds its attempt, as the engines do.
@@ -16,19 +16,9 @@ import type {
   ClaimRequest,
   Completion,
   Failure,
-  KindCounts,
-  KindMinute,
-  MaintainedJob,
-  QueueDepth,
-  RingReport,
-  RuntimeReport,
-  StorageEngine,
-  StorageState,
-  ThroughputPoint,
+  WorkerStore,
 } from "../../src/storage/engine.ts";
-import type { CronStore } from "../../src/storage/shared/cron.ts";
-import type { SampleStore } from "../../src/storage/shared/samples.ts";
-import type { Job, JobPage, QueueInfo, RuntimeInfo } from "../../src/types.ts";
+import type { Job } from "../../src/types.ts";
 
 /** A job of the fake, with whether its attempt's start is recorded. */
 export interface FakeJob extends Job {
@@ -77,7 +67,7 @@ export function fakeJob(fields: Partial<Job> & { id: number }): FakeJob {
   };
 }
 
-export class FakeEngine implements StorageEngine {
+export class FakeEngine implements WorkerStore {
   readonly name = "fake";
   readonly jobs = new Map<number, FakeJob>();
   readonly paused = new Set<string>();
@@ -274,33 +264,6 @@ export class FakeEngine implements StorageEngine {
     this.paused.delete(name);
   }
 
-  listJobs(): Promise<JobPage> {
-    return notInFake("listJobs");
-  }
-  retry(): Promise<Job> {
-    return notInFake("retry");
-  }
-  deleteJob(): Promise<Job> {
-    return notInFake("deleteJob");
-  }
-  bulkCancel(): Promise<number> {
-    return notInFake("bulkCancel");
-  }
-  bulkRetry(): Promise<number> {
-    return notInFake("bulkRetry");
-  }
-  queueKnown(): Promise<boolean> {
-    return notInFake("queueKnown");
-  }
-  listQueues(): Promise<QueueInfo[]> {
-    return notInFake("listQueues");
-  }
-  kindCounts(): Promise<KindCounts> {
-    return notInFake("kindCounts");
-  }
-  throughput(): Promise<ThroughputPoint[]> {
-    return notInFake("throughput");
-  }
   registerCallback(): Promise<string | null> {
     return notInFake("registerCallback");
   }
@@ -312,51 +275,6 @@ export class FakeEngine implements StorageEngine {
   }
   resolveCallback(): Promise<CallbackResolution> {
     return notInFake("resolveCallback");
-  }
-  promote(): Promise<number> {
-    return notInFake("promote");
-  }
-  rescue(): Promise<MaintainedJob[]> {
-    return notInFake("rescue");
-  }
-  expireCallbacks(): Promise<MaintainedJob[]> {
-    return notInFake("expireCallbacks");
-  }
-  cleanup(): Promise<number> {
-    return notInFake("cleanup");
-  }
-  refreshStatistics(): Promise<boolean> {
-    return notInFake("refreshStatistics");
-  }
-  maintainRing(): Promise<RingReport> {
-    return notInFake("maintainRing");
-  }
-  upsertRuntime(_r: RuntimeReport): Promise<void> {
-    return notInFake("upsertRuntime");
-  }
-  deleteRuntime(): Promise<void> {
-    return notInFake("deleteRuntime");
-  }
-  listRuntimes(): Promise<RuntimeInfo[]> {
-    return notInFake("listRuntimes");
-  }
-  get cron(): CronStore {
-    return notInFake("cron");
-  }
-  get samples(): SampleStore {
-    return notInFake("samples");
-  }
-  runningJobs(_limit: number): Promise<Job[]> {
-    return notInFake("runningJobs");
-  }
-  queueDepths(): Promise<QueueDepth[]> {
-    return notInFake("queueDepths");
-  }
-  kindMinute(_minute: Date): Promise<KindMinute[]> {
-    return notInFake("kindMinute");
-  }
-  storageState(): Promise<StorageState> {
-    return notInFake("storageState");
   }
 }
 
