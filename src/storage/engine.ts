@@ -44,6 +44,28 @@ export interface AttemptRef {
   lease: number;
 }
 
+/** How a completion treats the finished job. */
+export interface CompleteOptions {
+  /** Keep the completed job readable for the retention; false deletes it at completion (`retention.completed: 0`). */
+  keepCompleted: boolean;
+}
+
+/** An attempt given back to run again `delayMs` later. */
+export interface Snooze extends AttemptRef {
+  delayMs: number;
+}
+
+/** A running attempt parked until its callback resolves. */
+export interface Park extends AttemptRef {
+  callbackId: string;
+}
+
+/** A callback to register for an attempt: its timeout and who resolves it. */
+export interface CallbackRegistration extends AttemptRef {
+  timeoutMs: number;
+  kind: "in_process" | "http";
+}
+
 /** The handler of an attempt returned; `result` is stored. */
 export interface Completion extends AttemptRef {
   result: unknown;
@@ -212,7 +234,7 @@ export interface AttemptStore {
   /** Gives held (prefetched) attempts that never started back: their attempt is refunded, their run_at kept. */
   giveBack(items: AttemptRef[]): Promise<number[]>;
   /** Completes attempts in one statement; returns the ids that were still theirs to complete. */
-  complete(items: Completion[], keep: boolean): Promise<number[]>;
+  complete(items: Completion[], opts: CompleteOptions): Promise<number[]>;
   /**
    * Completes one attempt through `db`, the caller's open transaction (`ctx.transaction`): the lease check
    * and the completion commit or roll back with the caller's statements. False: the attempt is no longer
@@ -220,11 +242,11 @@ export interface AttemptStore {
    * closers' lock is held; under REPEATABLE READ or SERIALIZABLE a closure that the snapshot cannot see
    * makes the statement fail with a serialization error (SQLSTATE 40001) instead.
    */
-  completeIn(db: Db, item: Completion, keep: boolean): Promise<boolean>;
+  completeIn(db: Db, item: Completion, opts: CompleteOptions): Promise<boolean>;
   /** Records a failed attempt: `retryable` or `failed`. Null when the attempt was no longer current. */
   fail(item: Failure): Promise<Job | null>;
   /** Gives the attempt back and schedules the job `delayMs` later. */
-  snooze(id: number, lease: number, delayMs: number): Promise<boolean>;
+  snooze(item: Snooze): Promise<boolean>;
   /**
    * Heartbeats in-flight attempts. Canonical only: queue storage has none, since it rescues by runtime, whose
    * own heartbeat keeps its attempts alive.
@@ -234,7 +256,7 @@ export interface AttemptStore {
    * Parks a running attempt in `waiting_external`, unless its callback is no longer pending. Parks that
    * arrive together share one statement.
    */
-  park(id: number, lease: number, callbackId: string): Promise<boolean>;
+  park(item: Park): Promise<boolean>;
   /**
    * The worker writes nothing more for this attempt (it was cancelled or rescued under it, or its outcome
    * could not be written): what the engine keeps per attempt in memory is dropped. Every write above
@@ -289,12 +311,7 @@ export interface AdminStore {
 
 /** External callbacks: registered at claim or by `ctx.waitForCallback`, read, and resolved. */
 export interface CallbackStore {
-  registerCallback(
-    id: number,
-    lease: number,
-    timeoutMs: number,
-    kind: "in_process" | "http",
-  ): Promise<string | null>;
+  registerCallback(item: CallbackRegistration): Promise<string | null>;
   getCallback(id: string): Promise<CallbackRecord | null>;
   listCallbacks(jobId: number): Promise<CallbackRecord[]>;
   /** Resolves a callback; resolutions that arrive together share one statement and one commit. */

@@ -26,8 +26,10 @@ import type {
   AbandonedAttemptReport,
   AttemptRef,
   CallbackRecord,
+  CallbackRegistration,
   CallbackResolution,
   ClaimRequest,
+  CompleteOptions,
   Completion,
   Failure,
   JobFilter,
@@ -35,12 +37,14 @@ import type {
   KindMinute,
   MaintainedJob,
   NewJob,
+  Park,
   QueueDepth,
   ResolveAction,
   ResolveArgs,
   Retention,
   RingReport,
   RuntimeReport,
+  Snooze,
   StorageEngine,
   StorageState,
   ThroughputPoint,
@@ -216,16 +220,16 @@ export class RoutedEngine implements StorageEngine {
       this.forget(items);
     }
   }
-  async complete(items: Completion[], keep: boolean): Promise<number[]> {
+  async complete(items: Completion[], opts: CompleteOptions): Promise<number[]> {
     try {
-      return await this.byOwner(items, (e, xs) => e.complete(xs, keep));
+      return await this.byOwner(items, (e, xs) => e.complete(xs, opts));
     } finally {
       this.forget(items);
     }
   }
-  async completeIn(db: Db, item: Completion, keep: boolean): Promise<boolean> {
+  async completeIn(db: Db, item: Completion, opts: CompleteOptions): Promise<boolean> {
     try {
-      return await (await this.ownerOf(item)).completeIn(db, item, keep);
+      return await (await this.ownerOf(item)).completeIn(db, item, opts);
     } finally {
       this.forget([item]);
     }
@@ -237,11 +241,11 @@ export class RoutedEngine implements StorageEngine {
       this.forget([item]);
     }
   }
-  async snooze(id: number, lease: number, delayMs: number): Promise<boolean> {
+  async snooze(item: Snooze): Promise<boolean> {
     try {
-      return await (await this.ownerOf({ id, lease })).snooze(id, lease, delayMs);
+      return await (await this.ownerOf(item)).snooze(item);
     } finally {
-      this.forget([{ id, lease }]);
+      this.forget([item]);
     }
   }
   async heartbeat(items: AttemptRef[]): Promise<void> {
@@ -250,10 +254,10 @@ export class RoutedEngine implements StorageEngine {
       return [];
     });
   }
-  async park(id: number, lease: number, callbackId: string): Promise<boolean> {
-    const owner = await this.ownerOf({ id, lease });
-    this.forget([{ id, lease }]);
-    return owner.park(id, lease, callbackId);
+  async park(item: Park): Promise<boolean> {
+    const owner = await this.ownerOf(item);
+    this.forget([item]);
+    return owner.park(item);
   }
   forgetAttempt(a: AttemptRef): void {
     const owner = this.owners.get(`${a.id}:${a.lease}`);
@@ -388,13 +392,8 @@ export class RoutedEngine implements StorageEngine {
     );
   }
 
-  async registerCallback(
-    id: number,
-    lease: number,
-    timeoutMs: number,
-    kind: "in_process" | "http",
-  ): Promise<string | null> {
-    return (await this.ownerOf({ id, lease })).registerCallback(id, lease, timeoutMs, kind);
+  async registerCallback(item: CallbackRegistration): Promise<string | null> {
+    return (await this.ownerOf(item)).registerCallback(item);
   }
   async getCallback(id: string): Promise<CallbackRecord | null> {
     if ((await this.mode()) === "queue_storage") return this.qs!.getCallback(id);

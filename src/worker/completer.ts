@@ -72,7 +72,7 @@ export class Completer {
     const timer = this.options.statementTimer;
     try {
       return await retryWithin(
-        () => timed(timer, () => this.engine.complete(items, !this.options.deleteRows)),
+        () => timed(timer, () => this.engine.complete(items, { keepCompleted: !this.options.deleteRows })),
         this.options.retryBudgetMs,
         this.logger,
         `recording ${items.length} completion${items.length === 1 ? "" : "s"}`,

@@ -232,7 +232,7 @@ async function record(
     if (v === PARKED) return;
     if (isSnooze(v)) {
       const snoozed = await retryWithin(
-        () => engine.snooze(job.id, job.lease, v.snoozeMs),
+        () => engine.snooze({ id: job.id, lease: job.lease, delayMs: v.snoozeMs }),
         d.outcomeRetryMs,
         logger,
         `snoozing job ${job.id}`,

@@ -163,7 +163,12 @@ export function createHttpRunner(kind: string, config: HttpWorkerConfig, deps: H
     // Registered before the POST: a function that calls back at once finds its callback. The worker's
     // claim statement registers it already (one commit fewer per job); register here otherwise.
     const callbackId = job.callbackId ??
-      await deps.engine.registerCallback(job.id, job.lease, callbackTimeout, "http");
+      await deps.engine.registerCallback({
+        id: job.id,
+        lease: job.lease,
+        timeoutMs: callbackTimeout,
+        kind: "http",
+      });
     if (!callbackId) {
       logger?.debug(`svc: job ${job.id} is no longer running this attempt; not calling its function`);
       return PARKED; // someone else changed the job (cancelled, rescued): write nothing
@@ -232,7 +237,7 @@ export function createHttpRunner(kind: string, config: HttpWorkerConfig, deps: H
       // already called back (or the job changed). A park that never lands leaves the attempt `running`:
       // the worker names it in its heartbeat and the leader's rescue retries it.
       const parking = retryWithin(
-        () => deps.engine.park(job.id, job.lease, callbackId),
+        () => deps.engine.park({ id: job.id, lease: job.lease, callbackId }),
         deps.outcomeRetryMs ?? 0,
         logger ?? silentLogger,
         `parking job ${job.id}`,

@@ -234,7 +234,7 @@ export function createJobContext(
             const done = await engine.completeIn(
               tx.db,
               { id: job.id, lease: job.lease, result, resultJson, startedAt: job.attemptedAt ?? undefined },
-              extras.keep ?? true,
+              { keepCompleted: extras.keep ?? true },
             );
             if (!done) throw new LeaseLostError(job.id, job.lease);
           });
@@ -272,7 +272,12 @@ export function createJobContext(
       if (!Number.isFinite(timeout) || timeout <= 0) {
         throw new ValidationError("registerCallback: timeout must be > 0 ms");
       }
-      const id = await engine.registerCallback(job.id, job.lease, timeout, "in_process");
+      const id = await engine.registerCallback({
+        id: job.id,
+        lease: job.lease,
+        timeoutMs: timeout,
+        kind: "in_process",
+      });
       if (!id) throw new CallbackEndedError(`job ${job.id} is no longer running this attempt`);
       onRegistered();
       return id;
@@ -284,7 +289,7 @@ export function createJobContext(
       const sig = signal();
       sig.addEventListener("abort", onAbort);
       try {
-        await engine.park(job.id, job.lease, callbackId);
+        await engine.park({ id: job.id, lease: job.lease, callbackId });
         for (;;) {
           if (sig.aborted) throw new CallbackEndedError(`wait aborted: ${sig.reason}`);
           const cb = await engine.getCallback(callbackId);

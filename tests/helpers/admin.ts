@@ -102,7 +102,10 @@ export async function setState(
       const job = await claimById(client, id, policies);
       const last = a === attempts;
       if (last && state === "completed") {
-        assert.deepEqual(await client.engine.complete([{ id, lease: job.lease, result: null }], true), [id]);
+        assert.deepEqual(
+          await client.engine.complete([{ id, lease: job.lease, result: null }], { keepCompleted: true }),
+          [id],
+        );
       } else {
         const error = errors[a - 1]?.error ?? "failed";
         const after = await client.engine.fail({

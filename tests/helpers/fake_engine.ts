@@ -14,8 +14,11 @@ import type {
   CallbackRecord,
   CallbackResolution,
   ClaimRequest,
+  CompleteOptions,
   Completion,
   Failure,
+  Park,
+  Snooze,
   WorkerStore,
 } from "../../src/storage/engine.ts";
 import type { Job } from "../../src/types.ts";
@@ -165,9 +168,9 @@ export class FakeEngine implements WorkerStore {
     return ids;
   }
 
-  async complete(items: Completion[], keep: boolean): Promise<number[]> {
-    await this.enter("complete", items, keep);
-    return this.completeNow(items, keep);
+  async complete(items: Completion[], opts: CompleteOptions): Promise<number[]> {
+    await this.enter("complete", items, opts);
+    return this.completeNow(items, opts.keepCompleted);
   }
 
   /** No database stands behind the fake: a completion inside a caller's transaction is refused. */
@@ -207,7 +210,7 @@ export class FakeEngine implements WorkerStore {
     return this.copy(j);
   }
 
-  async snooze(id: number, lease: number, delayMs: number): Promise<boolean> {
+  async snooze({ id, lease, delayMs }: Snooze): Promise<boolean> {
     await this.enter("snooze", id, lease, delayMs);
     const j = this.current({ id, lease });
     if (!j) return false;
@@ -225,7 +228,7 @@ export class FakeEngine implements WorkerStore {
     }
   }
 
-  async park(id: number, lease: number, callbackId: string): Promise<boolean> {
+  async park({ id, lease, callbackId }: Park): Promise<boolean> {
     await this.enter("park", id, lease, callbackId);
     const j = this.current({ id, lease });
     if (!j || j.callbackId !== callbackId) return false;

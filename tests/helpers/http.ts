@@ -36,14 +36,14 @@ export async function pendingCallback(
   const queue = opts.queue ?? `q${crypto.randomUUID().slice(0, 8)}`;
   await client.enqueue("fn", { n: 1 }, { queue, maxAttempts: opts.maxAttempts ?? 25 });
   const [job] = await claim(client, queue, 1, "test-runtime", {});
-  const callbackId = await client.engine.registerCallback(
-    job.id,
-    job.lease,
-    opts.timeoutMs ?? 60_000,
-    "http",
-  );
+  const callbackId = await client.engine.registerCallback({
+    id: job.id,
+    lease: job.lease,
+    timeoutMs: opts.timeoutMs ?? 60_000,
+    kind: "http",
+  });
   if (!callbackId) throw new Error("registerCallback returned null");
-  if (opts.park ?? true) await client.engine.park(job.id, job.lease, callbackId);
+  if (opts.park ?? true) await client.engine.park({ id: job.id, lease: job.lease, callbackId });
   return { job, callbackId };
 }
 

@@ -253,7 +253,12 @@ Deno.test("signed receiver: each step of the check order answers its status and 
         assert.equal((await client.getJob(late.job.id))!.state, "waiting_external");
 
         const old = await pendingCallback(client, { park: false });
-        const newer = await client.engine.registerCallback(old.job.id, old.job.lease, 60_000, "http");
+        const newer = await client.engine.registerCallback({
+          id: old.job.id,
+          lease: old.job.lease,
+          timeoutMs: 60_000,
+          kind: "http",
+        });
         r = await post(url(old.callbackId), {}, signed(old.callbackId));
         assert.equal(r.status, 409);
         assert.equal((await client.getCallback(old.callbackId))!.state, "superseded");
@@ -275,7 +280,11 @@ Deno.test("signed receiver: each step of the check order answers its status and 
         const r = await post(url(callbackId), { payload: "early" }, signed(callbackId));
         assert.equal(r.status, 200);
         assert.equal(r.body.state, "completed");
-        assert.equal(await client.engine.park(job.id, job.lease, callbackId), false, "nothing left to park");
+        assert.equal(
+          await client.engine.park({ id: job.id, lease: job.lease, callbackId }),
+          false,
+          "nothing left to park",
+        );
         assert.equal((await client.getJob(job.id))!.state, "completed");
       },
     );

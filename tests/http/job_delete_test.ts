@@ -26,9 +26,14 @@ Deno.test("DELETE /api/jobs/:id deletes a completed, failed or cancelled job for
     await setState(client, [retried.id], "completed");
     const cb = await client.enqueue("mail", { n: 6 }, { queue: "q1" });
     const claimed = await claimById(client, cb.id);
-    const callbackId = await client.engine.registerCallback(cb.id, claimed.lease, 60_000, "in_process");
+    const callbackId = await client.engine.registerCallback({
+      id: cb.id,
+      lease: claimed.lease,
+      timeoutMs: 60_000,
+      kind: "in_process",
+    });
     assert.ok(callbackId);
-    await client.engine.complete([{ id: cb.id, lease: claimed.lease, result: 1 }], true);
+    await client.engine.complete([{ id: cb.id, lease: claimed.lease, result: 1 }], { keepCompleted: true });
 
     for (const job of [done, failed, cancelled, retried, cb]) {
       const before = (await client.getJob(job.id))!;
@@ -136,7 +141,9 @@ engineTest(
         prefetchTtlMs: 60_000,
       });
       assert.equal(claimed.length, 3);
-      await client.engine.complete(claimed.map((j) => ({ id: j.id, lease: j.lease, result: j.id })), true);
+      await client.engine.complete(claimed.map((j) => ({ id: j.id, lease: j.lease, result: j.id })), {
+        keepCompleted: true,
+      });
       await client.deleteJob(a.id); // its rows are in the sealed slot s0
       assert.equal(await client.getJob(a.id), null);
       assert.deepEqual((await client.listJobs()).jobs.map((j) => j.id).sort(), [b.id, c.id].sort());

@@ -18,7 +18,9 @@ async function claimWithCallbacks(client: Client, count: number) {
 /** `count` HTTP jobs claimed and parked in `waiting_external`. */
 async function parkedWithCallbacks(client: Client, count: number) {
   const jobs = await claimWithCallbacks(client, count);
-  await Promise.all(jobs.map((j) => client.engine.park(j.id, j.lease, j.callbackId)));
+  await Promise.all(
+    jobs.map((j) => client.engine.park({ id: j.id, lease: j.lease, callbackId: j.callbackId })),
+  );
   return jobs;
 }
 
@@ -29,7 +31,9 @@ Deno.test("parks sent together are written together and each gets its own answer
     await client.completeExternal(jobs[0].callbackId, { early: true });
     // Job 1's park carries a stale lease: it must do nothing either.
     const parked = await Promise.all(
-      jobs.map((j, i) => client.engine.park(j.id, i === 1 ? j.lease + 1 : j.lease, j.callbackId)),
+      jobs.map((j, i) =>
+        client.engine.park({ id: j.id, lease: i === 1 ? j.lease + 1 : j.lease, callbackId: j.callbackId })
+      ),
     );
     assert.deepEqual(parked, jobs.map((_, i) => i > 1));
     const rows = await jobRows(client);

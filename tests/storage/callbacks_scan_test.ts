@@ -42,7 +42,9 @@ engineTest(
 
       const jobs = await claim(client, "default", 20, "rt", { fn: 60_000 }, { fn: 60_000 });
       assert.equal(jobs.length, 20);
-      const parked = await Promise.all(jobs.map((j) => client.engine.park(j.id, j.lease, j.callbackId!)));
+      const parked = await Promise.all(
+        jobs.map((j) => client.engine.park({ id: j.id, lease: j.lease, callbackId: j.callbackId! })),
+      );
       assert.ok(parked.every(Boolean));
       const done = await Promise.all(
         jobs.map((j) => client.engine.resolveCallback(j.callbackId!, "complete", { payload: { ok: true } })),

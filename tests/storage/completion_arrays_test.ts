@@ -60,11 +60,11 @@ Deno.test("completions in one batch: escaped results and unique keys, a stale le
     // The last job's attempt is completed by a client of its own, whose engine did not claim it.
     const last = items.pop()!;
     const stale = { ...items[0], lease: items[0].lease + 1, result: "stale", resultJson: '"stale"' };
-    const done = await client.engine.complete([...items, stale], true);
+    const done = await client.engine.complete([...items, stale], { keepCompleted: true });
     assert.deepEqual(done.sort((a, b) => a - b), items.map((c) => c.id).sort((a, b) => a - b));
     const other = createClient({ databaseUrl: DATABASE_URL, schema, maxConnections: 1 });
     try {
-      assert.deepEqual(await other.engine.complete([last], true), [last.id]);
+      assert.deepEqual(await other.engine.complete([last], { keepCompleted: true }), [last.id]);
     } finally {
       await other.close();
     }
@@ -102,9 +102,12 @@ engineTest(
         started_at: started.toISOString(),
         result: i === 0 ? { s: 'a"b\\c' } : null,
       }));
-      const done = await sql.unsafe(`select "${schema}_qs".complete($1::text::jsonb, true) as id`, [
-        JSON.stringify(items),
-      ]);
+      const done = await sql.unsafe(
+        `select "${schema}_qs".complete($1::text::jsonb, true) as id`,
+        [
+          JSON.stringify(items),
+        ],
+      );
       assert.deepEqual(done.map((r) => Number(r.id)).sort(), items.map((i) => i.id).sort());
       for (const it of items) {
         const job = await client.getJob(it.id);

@@ -48,7 +48,7 @@ async function chaos(
   const enqueued = new Set<number>();
   const completed = new Set<number>();
   const complete = async (c: Client, items: { id: number; lease: number; result: unknown }[]) => {
-    for (const id of await c.engine.complete(items, true)) completed.add(id);
+    for (const id of await c.engine.complete(items, { keepCompleted: true })) completed.add(id);
   };
   const queues = ["a", "b", "c"];
   const others = [0, 1].map(() => createClient({ databaseUrl: DATABASE_URL, schema, maxConnections: 3 }));
@@ -78,7 +78,7 @@ async function chaos(
           if (x < 0.55) await complete(c, [{ id: j.id, lease: j.lease, result: j.id }]);
           else if (x < 0.7) {
             await c.engine.fail({ id: j.id, lease: j.lease, error: "e", terminal: false, retryDelayMs: 0 });
-          } else if (x < 0.8) await c.engine.snooze(j.id, j.lease, 50);
+          } else if (x < 0.8) await c.engine.snooze({ id: j.id, lease: j.lease, delayMs: 50 });
           else held.push(j); // abandoned: closed late (a stale writer) or rescued
         }
         if (held.length && rand() < 0.3) {

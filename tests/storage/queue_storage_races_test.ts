@@ -53,7 +53,9 @@ async function runAll(client: Client, queue = "default", runtime = "rt"): Promis
     const jobs = await claim(client, queue, 100, runtime);
     if (jobs.length === 0) return done;
     done.push(
-      ...await client.engine.complete(jobs.map((j) => ({ id: j.id, lease: j.lease, result: j.id })), true),
+      ...await client.engine.complete(jobs.map((j) => ({ id: j.id, lease: j.lease, result: j.id })), {
+        keepCompleted: true,
+      }),
     );
   }
 }
@@ -148,9 +150,12 @@ engineTest(
           await tx.unsafe(`select count(*) from ${qs(schema)}.ready`);
           await client.engine.rescue(60_000);
           const items = [{ id: got.id, lease: got.lease, slot, result: "late" }];
-          return await tx.unsafe(`select ${qs(schema)}.complete($1::text::jsonb, true) as id`, [
-            JSON.stringify(items),
-          ]);
+          return await tx.unsafe(
+            `select ${qs(schema)}.complete($1::text::jsonb, true) as id`,
+            [
+              JSON.stringify(items),
+            ],
+          );
         }).then((rows) => rows.map((r) => Number(r.id)), (e) => (e as { code?: string }).code ?? String(e));
         const result = await outcome;
         // Either nothing completed, or PostgreSQL refused the write as a serialization failure: never a
@@ -187,7 +192,9 @@ engineTest(
           [skip],
         );
         const items = rows.map((r) => ({ id: Number(r.job_id), lease: Number(r.lease), result: null }));
-        if (items.length) assert.equal((await client.engine.complete(items, true)).length, items.length);
+        if (items.length) {
+          assert.equal((await client.engine.complete(items, { keepCompleted: true })).length, items.length);
+        }
         return items.map((i) => i.id);
       };
       const exhausted = async () =>
@@ -415,7 +422,9 @@ engineTest(
         const b = await client.enqueue("b", {});
         const first = await claim(client, "default", 10, "rt");
         assert.deepEqual(first.map((j) => j.kind), ["b"]);
-        await client.engine.complete(first.map((j) => ({ id: j.id, lease: j.lease, result: null })), true);
+        await client.engine.complete(first.map((j) => ({ id: j.id, lease: j.lease, result: null })), {
+          keepCompleted: true,
+        });
         // A aborts: the gap in its lane shard never stops a later job.
         finish(false);
         await txA;
@@ -495,7 +504,9 @@ engineTest(
         if (got.length === 1) {
           // The claim won: its late completion changes nothing.
           assert.deepEqual(
-            await client.engine.complete([{ id: job.id, lease: got[0].lease, result: 1 }], true),
+            await client.engine.complete([{ id: job.id, lease: got[0].lease, result: 1 }], {
+              keepCompleted: true,
+            }),
             [],
           );
         }
@@ -516,30 +527,45 @@ engineTest(
       const [early, parkThenComplete, resumed, beat] = jobs.map((j) => byId.get(j.id)!);
       // Early: the function calls back before the worker parks; the park then does nothing.
       assert.equal((await client.completeExternal(early.callbackId!, { e: 1 })).state, "completed");
-      assert.equal(await client.engine.park(early.id, early.lease, early.callbackId!), false);
+      assert.equal(
+        await client.engine.park({ id: early.id, lease: early.lease, callbackId: early.callbackId! }),
+        false,
+      );
       await assert.rejects(client.completeExternal(early.callbackId!, { e: 2 }), /no longer pending/);
       assert.deepEqual((await client.getJob(early.id))!.result, { e: 1 });
       // Park, then complete: parking is not a closure.
       assert.equal(
-        await client.engine.park(parkThenComplete.id, parkThenComplete.lease, parkThenComplete.callbackId!),
+        await client.engine.park({
+          id: parkThenComplete.id,
+          lease: parkThenComplete.lease,
+          callbackId: parkThenComplete.callbackId!,
+        }),
         true,
       );
       assert.equal((await client.getJob(parkThenComplete.id))!.state, "waiting_external");
       assert.equal((await client.completeExternal(parkThenComplete.callbackId!, 7)).state, "completed");
       assert.equal((await client.getJob(parkThenComplete.id))!.result, 7);
       // Park, resume (the handler goes on), then the handler completes under the same lease.
-      assert.equal(await client.engine.park(resumed.id, resumed.lease, resumed.callbackId!), true);
+      assert.equal(
+        await client.engine.park({ id: resumed.id, lease: resumed.lease, callbackId: resumed.callbackId! }),
+        true,
+      );
       assert.equal((await client.resumeExternal(resumed.callbackId!, "go")).state, "running");
       assert.equal((await client.getJob(resumed.id))!.state, "running");
       assert.deepEqual(
-        await client.engine.complete([{ id: resumed.id, lease: resumed.lease, result: "done" }], true),
+        await client.engine.complete([{ id: resumed.id, lease: resumed.lease, result: "done" }], {
+          keepCompleted: true,
+        }),
         [
           resumed.id,
         ],
       );
       assert.equal((await client.getJob(resumed.id))!.result, "done");
       // A heartbeat while parked moves the deadline and keeps the job waiting.
-      assert.equal(await client.engine.park(beat.id, beat.lease, beat.callbackId!), true);
+      assert.equal(
+        await client.engine.park({ id: beat.id, lease: beat.lease, callbackId: beat.callbackId! }),
+        true,
+      );
       const hb = await client.heartbeatExternal(beat.callbackId!, { timeoutSeconds: 900 });
       assert.equal(hb.state, "waiting_external");
       assert.ok(+hb.timeoutAt! > Date.now() + 800_000);
@@ -579,7 +605,9 @@ engineTest(
       const ran = await runAll(client, "paused");
       assert.deepEqual(ran, backlog.map((j) => j.id));
       assert.deepEqual(
-        await client.engine.complete([{ id: long.id, lease: attempt.lease, result: "ok" }], true),
+        await client.engine.complete([{ id: long.id, lease: attempt.lease, result: "ok" }], {
+          keepCompleted: true,
+        }),
         [long.id],
       );
       assert.equal((await client.getJob(long.id))!.state, "completed");
@@ -651,7 +679,9 @@ engineTest(
       for (;;) {
         const got = await claim(client, "default", 100, "rt");
         if (got.length === 0) break;
-        await client.engine.complete(got.map((j) => ({ id: j.id, lease: j.lease, result: 1 })), false);
+        await client.engine.complete(got.map((j) => ({ id: j.id, lease: j.lease, result: 1 })), {
+          keepCompleted: false,
+        });
       }
       for (const j of jobs) assert.equal((await client.getJob(j.id))!.state, "completed");
       assert.equal(await prune(sql, schema, s0), "pruned");

@@ -256,7 +256,10 @@ engineTest(
       const fn = await client.enqueue("fn", {}, { queue: "http" });
       const [attempt] = await claim(client, "http", 1, "rt", {}, { fn: 3_600_000 });
       assert.equal(attempt.id, fn.id);
-      assert.equal(await client.engine.park(fn.id, attempt.lease, attempt.callbackId!), true);
+      assert.equal(
+        await client.engine.park({ id: fn.id, lease: attempt.lease, callbackId: attempt.callbackId! }),
+        true,
+      );
       await client.heartbeatExternal(attempt.callbackId!, { timeoutSeconds: 3600 });
 
       const { stop } = await startWorker(client, {

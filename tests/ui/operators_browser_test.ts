@@ -72,7 +72,7 @@ for (const [label, viewport] of [["desktop", DESKTOP], ["phone", PHONE]] as cons
         // Delete a finished job from its page: confirmed, then gone.
         const done = await client.enqueue("cleanup", {}, { queue: "mail" });
         const d = await claimById(client, done.id);
-        await client.engine.complete([{ id: done.id, lease: d.lease, result: 1 }], true);
+        await client.engine.complete([{ id: done.id, lease: d.lease, result: 1 }], { keepCompleted: true });
         await page.goto(`${base}/jobs/${done.id}`);
         await page.getByTestId("job-state").filter({ hasText: "completed" }).waitFor();
         page.once("dialog", (dlg) => dlg.accept());

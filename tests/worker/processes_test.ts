@@ -86,7 +86,9 @@ Deno.test("kill -9 mid-job: another process rescues and completes it; the stale 
     assert.equal(done.result, "b");
     // The killed attempt's completion arrives late: nothing changes.
     assert.deepEqual(
-      await client.engine.complete([{ id: job.id, lease: running.lease, result: "stale" }], true),
+      await client.engine.complete([{ id: job.id, lease: running.lease, result: "stale" }], {
+        keepCompleted: true,
+      }),
       [],
     );
     assert.equal(

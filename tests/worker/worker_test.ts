@@ -462,7 +462,9 @@ Deno.test("stale attempt: rescue, re-claim, and a late completion with the old l
     assert.equal(second.id, first.id);
     assert.equal(second.lease, first.lease + 1);
     assert.deepEqual(
-      await client.engine.complete([{ id: first.id, lease: first.lease, result: "stale" }], true),
+      await client.engine.complete([{ id: first.id, lease: first.lease, result: "stale" }], {
+        keepCompleted: true,
+      }),
       [],
     );
     assert.equal(
@@ -477,7 +479,9 @@ Deno.test("stale attempt: rescue, re-claim, and a late completion with the old l
     );
     assert.equal((await client.getJob(first.id))!.state, "running");
     assert.deepEqual(
-      await client.engine.complete([{ id: second.id, lease: second.lease, result: "fresh" }], true),
+      await client.engine.complete([{ id: second.id, lease: second.lease, result: "fresh" }], {
+        keepCompleted: true,
+      }),
       [second.id],
     );
     const done = (await client.getJob(first.id))!;

@@ -11,8 +11,10 @@ import type {
   AbandonedAttemptReport,
   AttemptRef,
   CallbackRecord,
+  CallbackRegistration,
   CallbackResolution,
   ClaimRequest,
+  CompleteOptions,
   Completion,
   Failure,
   JobFilter,
@@ -20,12 +22,14 @@ import type {
   KindMinute,
   MaintainedJob,
   NewJob,
+  Park,
   ParkRequest,
   QueueDepth,
   ResolveAction,
   ResolveArgs,
   Retention,
   RuntimeReport,
+  Snooze,
   StorageEngine,
   StorageState,
   ThroughputPoint,
@@ -98,23 +102,23 @@ export class CanonicalEngine implements StorageEngine {
   giveBack(items: AttemptRef[]): Promise<number[]> {
     return giveBack(this.db, this.names, items);
   }
-  complete(items: Completion[], keep: boolean): Promise<number[]> {
-    return completeJobs(this.db, this.names, items, !keep);
+  complete(items: Completion[], opts: CompleteOptions): Promise<number[]> {
+    return completeJobs(this.db, this.names, items, !opts.keepCompleted);
   }
-  async completeIn(db: Db, item: Completion, keep: boolean): Promise<boolean> {
-    return (await completeJobs(db, this.names, [item], !keep)).length === 1;
+  async completeIn(db: Db, item: Completion, opts: CompleteOptions): Promise<boolean> {
+    return (await completeJobs(db, this.names, [item], !opts.keepCompleted)).length === 1;
   }
   fail(item: Failure): Promise<Job | null> {
     return failJob(this.db, this.names, item);
   }
-  snooze(id: number, lease: number, delayMs: number): Promise<boolean> {
-    return snoozeJob(this.db, this.names, id, lease, delayMs);
+  snooze(item: Snooze): Promise<boolean> {
+    return snoozeJob(this.db, this.names, item.id, item.lease, item.delayMs);
   }
   heartbeat(items: AttemptRef[]): Promise<void> {
     return heartbeatJobs(this.db, this.names, items);
   }
-  park(id: number, lease: number, callbackId: string): Promise<boolean> {
-    return this.parks.add({ id, lease, callbackId });
+  park(item: Park): Promise<boolean> {
+    return this.parks.add({ id: item.id, lease: item.lease, callbackId: item.callbackId });
   }
   getJob(id: number): Promise<Job | null> {
     return getJob(this.db, this.names, id);
@@ -169,13 +173,8 @@ export class CanonicalEngine implements StorageEngine {
   kindMinute(minute: Date): Promise<KindMinute[]> {
     return readKindMinute(this.db, [`${this.names.q}.canonical_finished_attempts`], minute);
   }
-  registerCallback(
-    id: number,
-    lease: number,
-    timeoutMs: number,
-    kind: "in_process" | "http",
-  ): Promise<string | null> {
-    return registerCallback(this.db, this.callbackSql, id, lease, timeoutMs, kind);
+  registerCallback(r: CallbackRegistration): Promise<string | null> {
+    return registerCallback(this.db, this.callbackSql, r.id, r.lease, r.timeoutMs, r.kind);
   }
   getCallback(id: string): Promise<CallbackRecord | null> {
     return getCallback(this.db, this.callbackSql, id);

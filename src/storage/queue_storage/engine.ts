@@ -24,8 +24,10 @@ import type {
   AbandonedAttemptReport,
   AttemptRef,
   CallbackRecord,
+  CallbackRegistration,
   CallbackResolution,
   ClaimRequest,
+  CompleteOptions,
   Completion,
   Failure,
   JobFilter,
@@ -33,6 +35,7 @@ import type {
   KindMinute,
   MaintainedJob,
   NewJob,
+  Park,
   ParkRequest,
   QueueDepth,
   ResolveAction,
@@ -40,6 +43,7 @@ import type {
   Retention,
   RingReport,
   RuntimeReport,
+  Snooze,
   StorageEngine,
   StorageState,
   ThroughputPoint,
@@ -253,9 +257,9 @@ export class QueueStorageEngine implements StorageEngine {
     return [...done.keys()];
   }
 
-  async complete(items: Completion[], keep: boolean): Promise<number[]> {
+  async complete(items: Completion[], opts: CompleteOptions): Promise<number[]> {
     if (items.length === 0) return [];
-    return await this.completeVia(this.db, items, keep);
+    return await this.completeVia(this.db, items, opts.keepCompleted);
   }
 
   /**
@@ -263,8 +267,8 @@ export class QueueStorageEngine implements StorageEngine {
    * checks in a new statement; under REPEATABLE READ or SERIALIZABLE it closes through a per-attempt
    * closed row, whose primary key makes a closure the snapshot cannot see a serialization failure.
    */
-  async completeIn(db: Db, item: Completion, keep: boolean): Promise<boolean> {
-    return (await this.completeVia(db, [item], keep)).length === 1;
+  async completeIn(db: Db, item: Completion, opts: CompleteOptions): Promise<boolean> {
+    return (await this.completeVia(db, [item], opts.keepCompleted)).length === 1;
   }
 
   private async completeVia(db: Db, items: Completion[], keep: boolean): Promise<number[]> {
@@ -373,7 +377,7 @@ export class QueueStorageEngine implements StorageEngine {
     return items.map((f) => out.get(f) ?? null);
   }
 
-  async snooze(id: number, lease: number, delayMs: number): Promise<boolean> {
+  async snooze({ id, lease, delayMs }: Snooze): Promise<boolean> {
     const done = await this.close([{
       id,
       lease,
@@ -383,8 +387,8 @@ export class QueueStorageEngine implements StorageEngine {
     return done.has(id);
   }
 
-  park(id: number, lease: number, callbackId: string): Promise<boolean> {
-    return this.parks.add({ id, lease, callbackId });
+  park(item: Park): Promise<boolean> {
+    return this.parks.add({ id: item.id, lease: item.lease, callbackId: item.callbackId });
   }
 
   getJob(id: number): Promise<Job | null> {
@@ -534,13 +538,8 @@ export class QueueStorageEngine implements StorageEngine {
     return readKindMinute(this.db, [this.finishedAttemptsFn], minute);
   }
 
-  registerCallback(
-    id: number,
-    lease: number,
-    timeoutMs: number,
-    kind: "in_process" | "http",
-  ): Promise<string | null> {
-    return registerCallback(this.db, this.callbackSql, id, lease, timeoutMs, kind);
+  registerCallback(r: CallbackRegistration): Promise<string | null> {
+    return registerCallback(this.db, this.callbackSql, r.id, r.lease, r.timeoutMs, r.kind);
   }
   getCallback(id: string): Promise<CallbackRecord | null> {
     return getCallback(this.db, this.callbackSql, id);
