@@ -365,6 +365,7 @@ if (import.meta.main) {
         continue;
       }
       console.log(`tests: storage engine ${engine}: ${these.length} files`);
+      const passStart = performance.now();
       const vacuum = vacuumCatalogs(db.url, 60_000);
       // Migrated schemas handed out and reset (tests/helpers/schema_pool.ts), dropped when the pass ends.
       pool = await createSchemaPool(db.url);
@@ -382,6 +383,7 @@ if (import.meta.main) {
         await vacuum.stop();
       });
       console.log(`tests: ${engine}: ${run.passed} passed, ${run.failed} failed`);
+      console.log(`tests: ${engine}: the pass took ${Math.round((performance.now() - passStart) / 1000)} s`);
       total.passed += run.passed;
       total.failed += run.failed;
       if (run.code !== 0) total.code = run.code;

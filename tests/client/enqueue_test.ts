@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
-import { countJobs, DATABASE_URL, testClient } from "../helpers/db.ts";
+import { countJobs, DATABASE_URL, POOLED, testClient } from "../helpers/db.ts";
 import { UniqueConflictError, ValidationError } from "../../mod.ts";
 
 Deno.test("enqueue: every invalid option gets a clear error and writes nothing", async () => {
@@ -185,7 +185,8 @@ Deno.test("unique jobs: duplicate returned or UniqueConflictError; a finished jo
 
 Deno.test("transactional enqueue: client.transaction and the caller's own postgres.js transaction", async () => {
   const { client, drop, schema } = await testClient();
-  const own = postgres(DATABASE_URL, { max: 1, onnotice: () => {} });
+  // Through a transaction pooler a plain connection must not keep named statements (they live on one server).
+  const own = postgres(DATABASE_URL, { max: 1, onnotice: () => {}, prepare: !POOLED });
   try {
     await assert.rejects(
       client.transaction(async (tx) => {

@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import postgres from "postgres";
-import { DATABASE_URL, testClient } from "../helpers/db.ts";
+import { DATABASE_URL, POOLED, testClient } from "../helpers/db.ts";
 import { closedPort, pendingCallback, post } from "../helpers/http.ts";
 import { svc } from "../helpers/cli.ts";
 import { collectLines } from "../helpers/process.ts";
@@ -61,7 +61,7 @@ Deno.test("callbacks serve refuses a secret that is not 64 hex characters (flag 
 
 Deno.test("callbacks serve refuses a read-only database and an unmigrated schema", async () => {
   const db = `svct_ro_${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`;
-  const admin = postgres(DATABASE_URL, { max: 1, onnotice: () => {} });
+  const admin = postgres(DATABASE_URL, { max: 1, onnotice: () => {}, prepare: !POOLED });
   try {
     await admin.unsafe(`create database ${db}`);
     await admin.unsafe(`alter database ${db} set default_transaction_read_only = on`);
