@@ -16,7 +16,9 @@ export function iso(d: Date | string | null | undefined): string | null {
   return d ? new Date(d).toISOString() : null;
 }
 
-const date = (v: unknown): Date | null => (v === null || v === undefined ? null : new Date(v as string));
+/** A time from a row (already a Date: kept, not copied) or from JSON text. */
+const date = (v: unknown): Date | null =>
+  v === null || v === undefined ? null : v instanceof Date ? v : new Date(v as string);
 
 /** The JSON of a job (REST, CLI `--json`, the SQL API's `job_json`). Times are RFC 3339 in UTC. */
 export interface JobJson extends
