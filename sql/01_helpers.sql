@@ -24,7 +24,7 @@ create or replace function job_json(r jsonb) returns jsonb language sql stable s
     'heartbeat_at', iso((r ->> 'heartbeat_at')::timestamptz),
     'deadline_at', iso((r ->> 'deadline_at')::timestamptz),
     'errors', r -> 'errors', 'tags', r -> 'tags', 'metadata', r -> 'metadata', 'result', r -> 'result',
-    'unique_key', r -> 'unique_key', 'callback_id', r -> 'callback_id',
+    'unique_key', r -> 'unique_key', 'limit_key', r -> 'limit_key', 'callback_id', r -> 'callback_id',
     'callback_timeout_at', iso((r ->> 'callback_timeout_at')::timestamptz),
     'attempted_by', r -> 'attempted_by', 'lease', r -> 'lease')
 $$;
@@ -74,7 +74,8 @@ create or replace function backoff_ms(attempt integer) returns bigint language s
 $$;
 
 -- Validates the options of enqueue (the SQL producer API) and fills the defaults; raises 22023 naming
--- the problem. Returns {queue, priority, max_attempts, run_at, tags, metadata, unique_key, trace_context}.
+-- the problem. Returns {queue, priority, max_attempts, run_at, tags, metadata, unique_key, limit_key,
+-- trace_context}.
 create or replace function enqueue_input(p_kind text, p_args jsonb, p_opts jsonb) returns jsonb
 language plpgsql stable set search_path from current set jit = off as $$
 declare
@@ -121,13 +122,17 @@ begin
   if jsonb_typeof(v_meta) <> 'object' then
     raise exception 'svc.enqueue: metadata must be a JSON object' using errcode = '22023';
   end if;
+  if coalesce(jsonb_typeof(v_opts -> 'limit_key'), 'null') <> 'null'
+     and (jsonb_typeof(v_opts -> 'limit_key') <> 'string' or length(v_opts ->> 'limit_key') not between 1 and 255) then
+    raise exception 'svc.enqueue: limit_key must be a string of 1 to 255 characters' using errcode = '22023';
+  end if;
   if v_opts ? 'on_conflict' and coalesce(v_opts ->> 'on_conflict', '') not in ('return', 'error') then
     raise exception 'svc.enqueue: on_conflict must be "return" or "error"' using errcode = '22023';
   end if;
   return jsonb_build_object(
     'queue', v_queue, 'priority', v_priority, 'max_attempts', v_max, 'run_at', v_run_at, 'tags', v_tags,
     'metadata', v_meta, 'unique_key', opts_unique_key(p_kind, p_args, v_queue, v_run_at, v_opts),
-    'trace_context', v_opts ->> 'traceparent');
+    'limit_key', v_opts ->> 'limit_key', 'trace_context', v_opts ->> 'traceparent');
 end $$;
 
 -- The keyset cursor of job listings: base64 of "id:<n>" (without padding).

@@ -9,11 +9,13 @@ declare
   v_row jobs;
   v_key text := i ->> 'unique_key';
 begin
-  insert into jobs (kind, queue, args, state, priority, max_attempts, run_at, tags, metadata, unique_key, trace_context)
+  insert into jobs (kind, queue, args, state, priority, max_attempts, run_at, tags, metadata, unique_key, trace_context,
+                    limit_key)
   values (p_kind, i ->> 'queue', p_args,
           case when (i ->> 'run_at')::timestamptz > now() then 'scheduled' else 'available' end::job_state,
           (i ->> 'priority')::smallint, (i ->> 'max_attempts')::integer, (i ->> 'run_at')::timestamptz,
-          array(select jsonb_array_elements_text(i -> 'tags')), i -> 'metadata', v_key, i ->> 'trace_context')
+          array(select jsonb_array_elements_text(i -> 'tags')), i -> 'metadata', v_key, i ->> 'trace_context',
+          i ->> 'limit_key')
   on conflict (unique_key) where unique_key is not null
     and state in ('scheduled', 'available', 'running', 'waiting_external', 'retryable') do nothing
   returning * into v_row;
@@ -41,22 +43,22 @@ declare
   v_existing jsonb;
 begin
   with inp as (
-    select i.kind, i.queue, i.args, i.priority, i.max_attempts, i.tags, i.metadata, i.trace_context,
+    select i.kind, i.queue, i.args, i.priority, i.max_attempts, i.tags, i.metadata, i.trace_context, i.limit_key,
            (i.o - 1)::integer as ord, coalesce(i.run_at, now()) as due,
            coalesce(i.unique_key, case when i."unique" is not null
              then opts_unique_key(i.kind, i.args, i.queue, coalesce(i.run_at, now()),
                                   jsonb_build_object('unique', i."unique")) end) as unique_key
       from rows from (jsonb_to_recordset(p_jobs) as (kind text, queue text, args jsonb, priority smallint,
              run_at timestamptz, max_attempts integer, tags text[], metadata jsonb, unique_key text,
-             "unique" jsonb, trace_context text)) with ordinality
+             "unique" jsonb, trace_context text, limit_key text)) with ordinality
              as i(kind, queue, args, priority, run_at, max_attempts, tags, metadata, unique_key, "unique",
-                  trace_context, o)),
+                  trace_context, limit_key, o)),
   ins as (
     insert into jobs (kind, queue, args, state, priority, run_at, max_attempts, tags, metadata, unique_key,
-                      trace_context)
+                      trace_context, limit_key)
     select i.kind, i.queue, i.args, case when i.due > now() then 'scheduled' else 'available' end::job_state,
            i.priority, i.due, i.max_attempts, coalesce(i.tags, '{}'), coalesce(i.metadata, '{}'), i.unique_key,
-           i.trace_context
+           i.trace_context, i.limit_key
       from inp i order by i.ord
     on conflict (unique_key) where unique_key is not null
       and state in ('scheduled', 'available', 'running', 'waiting_external', 'retryable') do nothing

@@ -7,7 +7,7 @@ select p.job_id as id, p.kind, p.queue, p.args, p.state::job_state as state, p.p
          as heartbeat_at,
        p.deadline_at, p.errors, p.tags, p.metadata, null::jsonb as result, p.unique_key,
        cb.id as callback_id, cb.deadline_at as callback_timeout_at, p.lease, p.attempted_by, p.trace_context,
-       p.effective_max_attempts, p.retry_delay_ms, p.claimed_at
+       p.effective_max_attempts, p.retry_delay_ms, p.claimed_at, p.limit_key
   from svc_qs.parked p
   left join lateral (select c.id, c.deadline_at from svc_qs.callbacks c
                       where c.job_id = p.job_id and c.lease = p.lease order by c.created_at desc limit 1) cb on true;
@@ -17,7 +17,7 @@ select d.job_id as id, d.kind, d.queue, d.args, d.state::job_state as state, d.p
        d.run_at, d.created_at, d.attempted_at, null::timestamptz as finalized_at, null::timestamptz as heartbeat_at,
        null::timestamptz as deadline_at, d.errors, d.tags, d.metadata, null::jsonb as result, d.unique_key,
        null::uuid as callback_id, null::timestamptz as callback_timeout_at, d.lease, d.attempted_by,
-       d.trace_context, d.effective_max_attempts, null::bigint as retry_delay_ms, d.claimed_at
+       d.trace_context, d.effective_max_attempts, null::bigint as retry_delay_ms, d.claimed_at, d.limit_key
   from svc_qs.deferred d;
 
 -- The claimed jobs: each ready row with the claim whose range covers it. The claim is found from the row (the
@@ -34,7 +34,8 @@ select c.slot, c.claim_id, c.worker, c.at as claimed_at, c.policies, c.ttl_ms, r
          as effective_max_attempts,
        coalesce((c.policies -> r.kind -> 'delays_ms' ->> least(r.attempt,
                    jsonb_array_length(coalesce(c.policies -> r.kind -> 'delays_ms', '[null]')) - 1))::bigint,
-                backoff_ms(r.attempt + 1)) as retry_delay_ms
+                backoff_ms(r.attempt + 1)) as retry_delay_ms,
+       r.limit_key
   from svc_qs.ready r
   cross join lateral (
     select c.* from svc_qs.claims c
@@ -51,7 +52,7 @@ select r.job_id as id, r.kind, r.queue, r.args, 'available'::job_state as state,
        null::timestamptz as heartbeat_at, null::timestamptz as deadline_at, r.errors, r.tags, r.metadata,
        null::jsonb as result, r.unique_key, null::uuid as callback_id, null::timestamptz as callback_timeout_at,
        r.lease, r.attempted_by, r.trace_context, null::integer as effective_max_attempts,
-       null::bigint as retry_delay_ms, r.claimed_at
+       null::bigint as retry_delay_ms, r.claimed_at, r.limit_key
   from svc_qs.ready r
  where r.seq > svc_qs.lane_cursor(r.queue, r.priority, r.shard)
    and not exists (select 1 from svc_qs.skipped s
@@ -64,7 +65,7 @@ select j.job_id as id, j.kind, j.queue, j.args, 'running'::job_state as state, j
        (select w.heartbeat_at from runtimes w where w.id = j.worker) as heartbeat_at,
        j.deadline_at, j.errors, j.tags, j.metadata, null::jsonb as result, j.unique_key,
        cb.id as callback_id, cb.deadline_at as callback_timeout_at, j.lease, j.worker as attempted_by,
-       j.trace_context, j.effective_max_attempts, j.retry_delay_ms, j.claimed_at
+       j.trace_context, j.effective_max_attempts, j.retry_delay_ms, j.claimed_at, j.limit_key
   from svc_qs.claimed_jobs j
   left join lateral (select c.id, c.deadline_at from svc_qs.callbacks c
                       where c.job_id = j.job_id and c.lease = j.lease order by c.created_at desc limit 1) cb on true
@@ -86,7 +87,7 @@ select h.job_id as id, h.kind, h.queue, h.args, h.state::job_state as state, h.p
        (select c.id from svc_qs.callbacks c where c.job_id = h.job_id and c.lease = h.lease
          order by c.created_at desc limit 1) as callback_id,
        null::timestamptz as callback_timeout_at, h.lease, h.attempted_by, h.trace_context,
-       h.effective_max_attempts, null::bigint as retry_delay_ms, h.claimed_at
+       h.effective_max_attempts, null::bigint as retry_delay_ms, h.claimed_at, h.limit_key
   from svc_qs.history h
  where not exists (select 1 from svc_qs.ready r where r.job_id = h.job_id and r.lease > h.lease)
    and not exists (select 1 from svc_qs.deferred d where d.job_id = h.job_id)
@@ -102,7 +103,7 @@ select c.job_id as id, r.kind, r.queue, r.args, 'completed'::job_state as state,
          order by cb.created_at desc limit 1) as callback_id,
        null::timestamptz as callback_timeout_at, c.lease, k.worker as attempted_by, r.trace_context,
        least(r.max_attempts, coalesce((k.policies -> r.kind ->> 'max_attempts')::integer, r.max_attempts)),
-       null::bigint as retry_delay_ms, k.at as claimed_at
+       null::bigint as retry_delay_ms, k.at as claimed_at, r.limit_key
   from svc_qs.ring_completed c
   join svc_qs.ready r on r.job_id = c.job_id and r.lease = c.lease - 1 and r.slot = c.slot
   cross join lateral (select k.worker, k.policies, k.at from svc_qs.claims k

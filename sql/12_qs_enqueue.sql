@@ -40,12 +40,12 @@ begin
     select i.*, (i.o - 1)::integer as ord, nextval(v_ids) as id, coalesce(i.run_at, v_now) as due
       from rows from (json_to_recordset(p_jobs) as (kind text, queue text, args jsonb, priority smallint,
              run_at timestamptz, max_attempts integer, tags text[], metadata jsonb, unique_key text,
-             "unique" jsonb, trace_context text)) with ordinality
+             "unique" jsonb, trace_context text, limit_key text)) with ordinality
              as i(kind, queue, args, priority, run_at, max_attempts, tags, metadata, unique_key, "unique",
-                  trace_context, o)),
+                  trace_context, limit_key, o)),
   inp as (
-    select i.kind, i.queue, i.args, i.priority, i.max_attempts, i.tags, i.metadata, i.trace_context, i.ord, i.id,
-           i.due,
+    select i.kind, i.queue, i.args, i.priority, i.max_attempts, i.tags, i.metadata, i.trace_context, i.limit_key,
+           i.ord, i.id, i.due,
            coalesce(i.unique_key, case when i."unique" is not null
              then opts_unique_key(i.kind, i.args, i.queue, i.due, jsonb_build_object('unique', i."unique")) end)
              as unique_key
@@ -66,18 +66,18 @@ begin
      where i.unique_key is null or exists (select 1 from uk where uk.job_id = i.id)),
   r as (
     insert into svc_qs.ready (slot, queue, priority, shard, seq, job_id, kind, args, attempt, max_attempts, lease,
-                              run_at, created_at, errors, tags, metadata, unique_key, trace_context)
+                              run_at, created_at, errors, tags, metadata, unique_key, trace_context, limit_key)
     select v_slot, o.queue, o.priority, (v_shards ->> (o.queue || ':' || o.priority))::smallint,
            nextval('svc_qs.ready_seq'), o.id, o.kind, o.args, 0, o.max_attempts, 0, o.due, v_now, '[]',
-           coalesce(o.tags, '{}'), coalesce(o.metadata, '{}'), o.unique_key, o.trace_context
+           coalesce(o.tags, '{}'), coalesce(o.metadata, '{}'), o.unique_key, o.trace_context, o.limit_key
       from ok o where o.due <= v_now
      order by o.ord
     returning queue),
   d as (
     insert into svc_qs.deferred (job_id, state, run_at, queue, priority, kind, args, attempt, max_attempts, lease,
-                                 created_at, errors, tags, metadata, unique_key, trace_context)
+                                 created_at, errors, tags, metadata, unique_key, trace_context, limit_key)
     select o.id, 'scheduled', o.due, o.queue, o.priority, o.kind, o.args, 0, o.max_attempts, 0, v_now, '[]',
-           coalesce(o.tags, '{}'), coalesce(o.metadata, '{}'), o.unique_key, o.trace_context
+           coalesce(o.tags, '{}'), coalesce(o.metadata, '{}'), o.unique_key, o.trace_context, o.limit_key
       from ok o where o.due > v_now
     returning job_id),
   woken as (select pg_notify(current_schema() || '_jobs', q.queue) from (select distinct queue from r) q)
@@ -147,7 +147,8 @@ begin
   select * into r from svc_qs.enqueue_jobs(jsonb_build_array(jsonb_build_object(
     'kind', p_kind, 'queue', i ->> 'queue', 'args', p_args, 'priority', (i ->> 'priority')::smallint,
     'run_at', i -> 'run_at', 'max_attempts', (i ->> 'max_attempts')::integer, 'tags', i -> 'tags',
-    'metadata', i -> 'metadata', 'unique_key', i ->> 'unique_key', 'trace_context', i ->> 'trace_context')));
+    'metadata', i -> 'metadata', 'unique_key', i ->> 'unique_key', 'trace_context', i ->> 'trace_context',
+    'limit_key', i ->> 'limit_key')));
   if r.duplicate then
     return query select r.existing, true;
   else

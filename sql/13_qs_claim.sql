@@ -67,7 +67,7 @@ declare
       from numbered n group by n.slot, n.queue, n.priority, n.shard)/*callbacks*/
   select n.slot, n.queue, n.priority, n.shard, n.seq, n.job_id, n.kind, n.args, n.attempt + 1, n.max_attempts,
          n.lease + 1, n.run_at, n.created_at, n.errors, n.tags, n.metadata, n.unique_key, n.trace_context,
-         n.claim_time, n.deadline_at, n.pre, n.eff, n.retry_ms, n.cb_id, n.cb_deadline, n.claim
+         n.claim_time, n.deadline_at, n.pre, n.eff, n.retry_ms, n.cb_id, n.cb_deadline, n.claim, n.limit_key
     from numbered n
    order by n.priority, n.seq;$stmt$;
   v_cbs text := $cbs$,
@@ -100,7 +100,7 @@ returns table (slot smallint, queue text, priority smallint, shard smallint, seq
                created_at timestamptz, errors jsonb, tags text[], metadata jsonb, unique_key text,
                trace_context text, claimed_at timestamptz, deadline_at timestamptz, prefetched boolean,
                effective_max_attempts integer, retry_delay_ms bigint, callback_id uuid,
-               callback_timeout_at timestamptz, claim_id bigint)
+               callback_timeout_at timestamptz, claim_id bigint, limit_key text)
 language plpgsql set search_path from current set jit = off set plan_cache_mode = force_generic_plan as $$
 #variable_conflict use_column
 declare
@@ -145,7 +145,7 @@ returns table (slot smallint, queue text, priority smallint, shard smallint, seq
                created_at timestamptz, errors jsonb, tags text[], metadata jsonb, unique_key text,
                trace_context text, claimed_at timestamptz, deadline_at timestamptz, prefetched boolean,
                effective_max_attempts integer, retry_delay_ms bigint, callback_id uuid,
-               callback_timeout_at timestamptz, claim_id bigint)
+               callback_timeout_at timestamptz, claim_id bigint, limit_key text)
 language plpgsql set search_path from current set jit = off as $$
 begin
   return query select * from svc_qs.claim(p_queue, p_limit, p_free, p_worker, p_policies, p_callbacks,

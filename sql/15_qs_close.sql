@@ -45,7 +45,8 @@ begin
            'job_id', cl.job_id, 'lease', cl.lease, 'source', 'ring', 'slot', cl.slot,
            'queue', j.queue, 'priority', j.priority, 'kind', j.kind, 'args', j.args, 'attempt', j.attempt,
            'max_attempts', j.max_attempts, 'run_at', j.run_at, 'created_at', j.created_at, 'errors', j.errors,
-           'tags', j.tags, 'metadata', j.metadata, 'unique_key', j.unique_key, 'trace_context', j.trace_context,
+           'tags', j.tags, 'metadata', j.metadata, 'unique_key', j.unique_key, 'limit_key', j.limit_key,
+           'trace_context', j.trace_context,
            'claimed_at', j.claimed_at, 'attempted_at', coalesce(cl.started_at, j.claimed_at), 'attempted_by', j.worker,
            'deadline_at', j.deadline_at, 'effective_max_attempts', j.effective_max_attempts,
            'retry_delay_ms', j.retry_delay_ms))
@@ -76,7 +77,8 @@ begin
              'ord', d.ord, 'job_id', d.job_id, 'lease', d.lease, 'source', 'parked', 'queue', d.queue,
              'priority', d.priority, 'kind', d.kind, 'args', d.args, 'attempt', d.attempt,
              'max_attempts', d.max_attempts, 'run_at', d.run_at, 'created_at', d.created_at, 'errors', d.errors,
-             'tags', d.tags, 'metadata', d.metadata, 'unique_key', d.unique_key, 'trace_context', d.trace_context,
+             'tags', d.tags, 'metadata', d.metadata, 'unique_key', d.unique_key, 'limit_key', d.limit_key,
+             'trace_context', d.trace_context,
              'claimed_at', d.claimed_at, 'attempted_at', coalesce(d.attempted_at, d.claimed_at),
              'attempted_by', d.attempted_by, 'deadline_at', d.deadline_at,
              'effective_max_attempts', d.effective_max_attempts, 'retry_delay_ms', d.retry_delay_ms))
@@ -115,7 +117,7 @@ begin
       priority smallint, kind text, args jsonb, attempt integer, max_attempts integer, run_at timestamptz,
       created_at timestamptz, errors jsonb, tags text[], metadata jsonb, unique_key text, trace_context text,
       claimed_at timestamptz, attempted_at timestamptz, attempted_by text, effective_max_attempts integer, retry_delay_ms bigint,
-      source text)),
+      source text, limit_key text)),
   i as (
     select * from jsonb_to_recordset(p_items) as y(ord integer, action text, result jsonb, error text,
       terminal boolean, delay_ms bigint, keep boolean)),
@@ -143,22 +145,22 @@ begin
   h as (
     insert into svc_qs.history (class, finalized_at, job_id, lease, state, queue, priority, kind, args, attempt,
                                 max_attempts, effective_max_attempts, run_at, created_at, claimed_at, attempted_at,
-                                attempted_by, errors, tags, metadata, result, unique_key, trace_context)
+                                attempted_by, errors, tags, metadata, result, unique_key, trace_context, limit_key)
     select case when s.new_state = 'completed' then 'completed' else 'failed' end, now(), s.job_id, s.lease,
            s.new_state, s.queue, s.priority, s.kind, s.args, s.attempt, s.max_attempts, s.effective_max_attempts,
            s.run_at, s.created_at, s.claimed_at, s.attempted_at, s.attempted_by, s.new_errors, s.tags, s.metadata,
-           case when s.new_state = 'completed' then s.result end, s.unique_key, s.trace_context
+           case when s.new_state = 'completed' then s.result end, s.unique_key, s.trace_context, s.limit_key
       from s where s.new_state in ('failed', 'cancelled')
                 or (s.new_state = 'completed' and s.source = 'parked' and coalesce(s.keep, true))
     returning job_id),
   df as (
     insert into svc_qs.deferred (job_id, state, run_at, queue, priority, kind, args, attempt, max_attempts, lease,
                                  created_at, errors, tags, metadata, unique_key, trace_context, claimed_at, attempted_at,
-                                 attempted_by, effective_max_attempts)
+                                 attempted_by, effective_max_attempts, limit_key)
     select s.job_id, s.new_state, now() + s.delay * interval '1 millisecond', s.queue, s.priority, s.kind, s.args,
            case when s.action = 'snooze' then s.attempt - 1 else s.attempt end, s.max_attempts, s.lease,
            s.created_at, s.new_errors, s.tags, s.metadata, s.unique_key, s.trace_context, s.claimed_at, s.attempted_at,
-           s.attempted_by, s.effective_max_attempts
+           s.attempted_by, s.effective_max_attempts, s.limit_key
       from s where s.new_state in ('retryable', 'scheduled')
     returning job_id),
   uk as (
@@ -180,13 +182,13 @@ begin
     v_slot := svc_qs.write_slot();
     v_shards := svc_qs.lock_lanes(v_back);
     insert into svc_qs.ready (slot, queue, priority, shard, seq, job_id, kind, args, attempt, max_attempts, lease,
-                              run_at, created_at, errors, tags, metadata, unique_key, trace_context)
+                              run_at, created_at, errors, tags, metadata, unique_key, trace_context, limit_key)
     select v_slot, b.queue, b.priority, (v_shards ->> (b.queue || ':' || b.priority))::smallint,
            nextval('svc_qs.ready_seq'), b.job_id, b.kind, b.args, b.attempt - 1, b.max_attempts, b.lease, b.run_at,
-           b.created_at, b.errors, b.tags, b.metadata, b.unique_key, b.trace_context
+           b.created_at, b.errors, b.tags, b.metadata, b.unique_key, b.trace_context, b.limit_key
       from jsonb_to_recordset(v_back) as b(job_id bigint, lease integer, queue text, priority smallint, kind text,
              args jsonb, run_at timestamptz, attempt integer, max_attempts integer, created_at timestamptz, errors jsonb, tags text[],
-             metadata jsonb, unique_key text, trace_context text);
+             metadata jsonb, unique_key text, trace_context text, limit_key text);
     perform pg_notify(current_schema() || '_jobs', q) from (select distinct b ->> 'queue' as q from jsonb_array_elements(v_back) b) x;
   end if;
 end $$;
@@ -216,15 +218,15 @@ begin
   return query
     insert into svc_qs.parked (job_id, lease, state, queue, priority, kind, args, attempt, max_attempts, run_at,
                                created_at, errors, tags, metadata, unique_key, trace_context, claimed_at, attempted_at,
-                               attempted_by, deadline_at, prefetched, effective_max_attempts, retry_delay_ms)
+                               attempted_by, deadline_at, prefetched, effective_max_attempts, retry_delay_ms, limit_key)
     select t.job_id, t.lease, p_state, t.queue, t.priority, t.kind, t.args, t.attempt, t.max_attempts,
            t.run_at, t.created_at, t.errors, t.tags, t.metadata, t.unique_key, t.trace_context, t.claimed_at, t.attempted_at,
-           t.attempted_by, t.deadline_at, false, t.effective_max_attempts, t.retry_delay_ms
+           t.attempted_by, t.deadline_at, false, t.effective_max_attempts, t.retry_delay_ms, t.limit_key
       from jsonb_to_recordset(p_taken) as t(job_id bigint, lease integer, queue text, priority smallint, kind text,
              args jsonb, attempt integer, max_attempts integer, run_at timestamptz, created_at timestamptz,
              errors jsonb, tags text[], metadata jsonb, unique_key text, trace_context text,
              claimed_at timestamptz, attempted_at timestamptz, attempted_by text, deadline_at timestamptz, effective_max_attempts integer,
-             retry_delay_ms bigint)
+             retry_delay_ms bigint, limit_key text)
     returning job_id;
 end $$;
 

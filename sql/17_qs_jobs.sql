@@ -47,10 +47,10 @@ begin
       h as (
         insert into svc_qs.history (class, finalized_at, job_id, lease, state, queue, priority, kind, args, attempt,
                                     max_attempts, effective_max_attempts, run_at, created_at, claimed_at, attempted_at,
-                                    attempted_by, errors, tags, metadata, unique_key, trace_context)
+                                    attempted_by, errors, tags, metadata, unique_key, trace_context, limit_key)
         select 'failed', now(), d.job_id, d.lease, 'cancelled', d.queue, d.priority, d.kind, d.args, d.attempt,
                d.max_attempts, d.effective_max_attempts, d.run_at, d.created_at, d.claimed_at, d.attempted_at, d.attempted_by,
-               d.errors, d.tags, d.metadata, d.unique_key, d.trace_context
+               d.errors, d.tags, d.metadata, d.unique_key, d.trace_context, d.limit_key
           from del d returning unique_key, job_id),
       uk as (delete from svc_qs.unique_keys k using h where k.unique_key = h.unique_key and k.job_id = h.job_id)
       select count(*) > 0 into v_done from h;
@@ -69,10 +69,10 @@ begin
       h as (
         insert into svc_qs.history (class, finalized_at, job_id, lease, state, queue, priority, kind, args, attempt,
                                     max_attempts, run_at, created_at, claimed_at, attempted_at, attempted_by, errors, tags,
-                                    metadata, unique_key, trace_context)
+                                    metadata, unique_key, trace_context, limit_key)
         select 'failed', now(), r.job_id, r.lease, 'cancelled', r.queue, r.priority, r.kind, r.args, r.attempt,
                r.max_attempts, r.run_at, r.created_at, r.claimed_at, r.attempted_at, r.attempted_by, r.errors, r.tags,
-               r.metadata, r.unique_key, r.trace_context
+               r.metadata, r.unique_key, r.trace_context, r.limit_key
           from tomb join r using (slot, queue, priority, shard, seq) returning unique_key, job_id),
       uk as (delete from svc_qs.unique_keys k using h where k.unique_key = h.unique_key and k.job_id = h.job_id)
       select count(*) > 0 into v_done from h;
@@ -115,10 +115,11 @@ begin
   v_slot := svc_qs.write_slot();
   v_shard := svc_qs.lock_lane(v_job ->> 'queue', (v_job ->> 'priority')::smallint);
   insert into svc_qs.ready (slot, queue, priority, shard, seq, job_id, kind, args, attempt, max_attempts, lease, run_at,
-                            created_at, errors, tags, metadata, unique_key, trace_context, claimed_at, attempted_at, attempted_by)
+                            created_at, errors, tags, metadata, unique_key, trace_context, claimed_at, attempted_at, attempted_by,
+                            limit_key)
   select v_slot, h.queue, h.priority, v_shard, nextval('svc_qs.ready_seq'), h.id, h.kind, h.args, 0,
          h.max_attempts, h.lease + 1, now(), h.created_at, h.errors, h.tags, h.metadata, h.unique_key,
-         h.trace_context, h.claimed_at, h.attempted_at, h.attempted_by
+         h.trace_context, h.claimed_at, h.attempted_at, h.attempted_by, h.limit_key
     from svc_qs.jobs_finished h where h.id = p_id order by h.lease desc limit 1;
   perform pg_notify(current_schema() || '_jobs', v_job ->> 'queue');
   return svc_qs.get_job(p_id);

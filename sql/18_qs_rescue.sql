@@ -21,14 +21,15 @@ begin
     v_shards := svc_qs.lock_lanes(v_rows);
     insert into svc_qs.ready (slot, queue, priority, shard, seq, job_id, kind, args, attempt, max_attempts, lease,
                               run_at, created_at, errors, tags, metadata, unique_key, trace_context, claimed_at, attempted_at,
-                              attempted_by)
+                              attempted_by, limit_key)
     select v_slot, d.queue, d.priority, (v_shards ->> (d.queue || ':' || d.priority))::smallint,
            nextval('svc_qs.ready_seq'), d.job_id, d.kind, d.args, d.attempt, d.max_attempts, d.lease, d.run_at,
-           d.created_at, d.errors, d.tags, d.metadata, d.unique_key, d.trace_context, d.claimed_at, d.attempted_at, d.attempted_by
+           d.created_at, d.errors, d.tags, d.metadata, d.unique_key, d.trace_context, d.claimed_at, d.attempted_at, d.attempted_by,
+           d.limit_key
       from jsonb_to_recordset(v_rows) as d(job_id bigint, queue text, priority smallint, kind text, args jsonb,
              attempt integer, max_attempts integer, lease integer, run_at timestamptz, created_at timestamptz,
              errors jsonb, tags text[], metadata jsonb, unique_key text, trace_context text, claimed_at timestamptz, attempted_at timestamptz,
-             attempted_by text)
+             attempted_by text, limit_key text)
      order by d.run_at, d.job_id;
     perform pg_notify(current_schema() || '_jobs', q)
        from (select distinct x ->> 'queue' as q from jsonb_array_elements(v_rows) x) y;

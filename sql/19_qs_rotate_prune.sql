@@ -167,10 +167,10 @@ begin
     v_cur := svc_qs.write_slot();
     insert into svc_qs.ready (slot, queue, priority, shard, seq, job_id, kind, args, attempt, max_attempts, lease,
                               run_at, created_at, errors, tags, metadata, unique_key, trace_context, claimed_at, attempted_at,
-                              attempted_by)
+                              attempted_by, limit_key)
     select v_cur, r.queue, r.priority, r.shard, r.seq, r.job_id, r.kind, r.args, r.attempt, r.max_attempts, r.lease,
            r.run_at, r.created_at, r.errors, r.tags, r.metadata, r.unique_key, r.trace_context, r.claimed_at, r.attempted_at,
-           r.attempted_by
+           r.attempted_by, r.limit_key
       from svc_qs.ready r
      where r.slot = p_slot
        and r.seq > svc_qs.lane_cursor(r.queue, r.priority, r.shard)

@@ -73,18 +73,18 @@ begin
   -- deferred
   insert into svc_qs.deferred (job_id, state, run_at, queue, priority, kind, args, attempt, max_attempts, lease,
                                created_at, errors, tags, metadata, unique_key, trace_context, claimed_at, attempted_at,
-                               attempted_by, effective_max_attempts)
+                               attempted_by, effective_max_attempts, limit_key)
   select j.id, j.state::text, j.run_at, j.queue, j.priority, j.kind, j.args, j.attempt, j.max_attempts, j.lease,
          j.created_at, j.errors, j.tags, j.metadata, j.unique_key, j.trace_context, j.claimed_at, j.attempted_at, j.attempted_by,
-         j.effective_max_attempts
+         j.effective_max_attempts, j.limit_key
     from jsonb_populate_recordset(null::jobs, v_rows) j where j.state in ('scheduled', 'retryable');
   -- parked
   insert into svc_qs.parked (job_id, lease, state, queue, priority, kind, args, attempt, max_attempts, run_at,
                              created_at, errors, tags, metadata, unique_key, trace_context, claimed_at, attempted_at,
-                             attempted_by, deadline_at, prefetched, effective_max_attempts, retry_delay_ms)
+                             attempted_by, deadline_at, prefetched, effective_max_attempts, retry_delay_ms, limit_key)
   select j.id, j.lease, 'waiting_external', j.queue, j.priority, j.kind, j.args, j.attempt, j.max_attempts,
          j.run_at, j.created_at, j.errors, j.tags, j.metadata, j.unique_key, j.trace_context, j.claimed_at, j.attempted_at,
-         j.attempted_by, null, false, j.effective_max_attempts, j.retry_delay_ms
+         j.attempted_by, null, false, j.effective_max_attempts, j.retry_delay_ms, j.limit_key
     from jsonb_populate_recordset(null::jobs, v_rows) j where j.state = 'waiting_external';
   -- ready, at the end of their lanes
   select jsonb_agg(x) into v_ready from jsonb_array_elements(v_rows) x where x ->> 'state' = 'available';
@@ -93,10 +93,11 @@ begin
     v_shards := svc_qs.lock_lanes(v_ready);
     insert into svc_qs.ready (slot, queue, priority, shard, seq, job_id, kind, args, attempt, max_attempts, lease,
                               run_at, created_at, errors, tags, metadata, unique_key, trace_context, claimed_at, attempted_at,
-                              attempted_by)
+                              attempted_by, limit_key)
     select v_slot, j.queue, j.priority, (v_shards ->> (j.queue || ':' || j.priority))::smallint,
            nextval('svc_qs.ready_seq'), j.id, j.kind, j.args, j.attempt, j.max_attempts, j.lease, j.run_at,
-           j.created_at, j.errors, j.tags, j.metadata, j.unique_key, j.trace_context, j.claimed_at, j.attempted_at, j.attempted_by
+           j.created_at, j.errors, j.tags, j.metadata, j.unique_key, j.trace_context, j.claimed_at, j.attempted_at, j.attempted_by,
+           j.limit_key
       from jsonb_populate_recordset(null::jobs, v_ready) j order by j.id;
     perform pg_notify(current_schema() || '_jobs', q)
        from (select distinct x ->> 'queue' as q from jsonb_array_elements(v_ready) x) y;

@@ -3,14 +3,15 @@
 
 -- The SQL producer API: enqueue inside the caller's own transaction. opts: queue, priority, run_at,
 -- max_attempts, tags, metadata, unique_key (a key of your own) or unique ({by_args, by_queue,
--- period_ms}), on_conflict ('return' or 'error'), traceparent. Returns the job's columns and `duplicate`.
+-- period_ms}), on_conflict ('return' or 'error'), traceparent, limit_key (the key per-key limits count by;
+-- carried, not enforced yet). Returns the job's columns and `duplicate`.
 create or replace function enqueue(p_kind text, p_args jsonb default '{}', p_opts jsonb default '{}')
 returns table (id bigint, kind text, queue text, args jsonb, state job_state, priority smallint, attempt integer,
                max_attempts integer, run_at timestamptz, created_at timestamptz, attempted_at timestamptz,
                finalized_at timestamptz, heartbeat_at timestamptz, deadline_at timestamptz, errors jsonb,
                tags text[], metadata jsonb, result jsonb, unique_key text, callback_id uuid,
                callback_timeout_at timestamptz, lease integer, attempted_by text, trace_context text,
-               effective_max_attempts integer, claimed_at timestamptz, duplicate boolean)
+               effective_max_attempts integer, claimed_at timestamptz, limit_key text, duplicate boolean)
 language plpgsql set search_path from current set jit = off as $$
 #variable_conflict use_column
 declare
@@ -30,7 +31,7 @@ begin
     select r.id, r.kind, r.queue, r.args, r.state, r.priority, r.attempt, r.max_attempts, r.run_at, r.created_at,
            r.attempted_at, r.finalized_at, r.heartbeat_at, r.deadline_at, r.errors, r.tags, r.metadata, r.result,
            r.unique_key, r.callback_id, r.callback_timeout_at, r.lease, r.attempted_by, r.trace_context,
-           r.effective_max_attempts, r.claimed_at, v_dup
+           r.effective_max_attempts, r.claimed_at, r.limit_key, v_dup
       from jsonb_populate_record(null::jobs, v_job) r;
 end $$;
 

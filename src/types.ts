@@ -86,6 +86,11 @@ export interface Job<Args = Record<string, unknown>> {
   metadata: Record<string, unknown>;
   result: unknown;
   uniqueKey: string | null;
+  /**
+   * The key per-key limits count the job by (the enqueue option `limitKey`, or its kind's `limitKey(args)`);
+   * null when it has none. Set at enqueue and kept unchanged through every attempt, retry and snooze.
+   */
+  limitKey: string | null;
   callbackId: string | null;
   callbackTimeoutAt: Date | null;
   /** Run lease: incremented by every claim; guards every write made on behalf of an attempt. */
@@ -144,11 +149,34 @@ export interface EnqueueOptions {
   tags?: string[];
   metadata?: Record<string, unknown>;
   unique?: UniqueOptions;
+  /**
+   * The key per-key limits count the job by (a tenant, an account, an API token...): a string of 1 to 255
+   * characters. Without it, the kind's `limitKey(args)` of `createClient({ kinds })` gives it, if any.
+   * Carried with the job (`job.limitKey`); per-key limits are not enforced yet.
+   */
+  limitKey?: string;
   /** A postgres.js transaction (or `sql`) of the caller's own: the insert joins it. */
   tx?: any;
   /** W3C `traceparent` of the producer's span (the attempt's span becomes its child). */
   traceparent?: string;
 }
+
+/**
+ * Options of one job kind for the client (`createClient({ kinds })`), applied when a job of the kind is
+ * enqueued. `Args` is what `enqueue` takes as the kind's args (a task map entry's input).
+ */
+export interface KindOptions<Args = Record<string, unknown>> {
+  /**
+   * The job's limit key from its args, for an enqueue that gives no `limitKey` of its own; `undefined`
+   * for none. Its answer is checked like the option: a string of 1 to 255 characters.
+   */
+  limitKey?: (args: Args) => string | undefined;
+}
+
+/** The `kinds` of a client: options per kind of the task map, each optional. */
+export type KindOptionsMap<T extends object = AnyTasks> = {
+  [K in TaskKind<T>]?: KindOptions<TaskInput<T[K]>>;
+};
 
 /** One job of `enqueueMany`: with a task map, its `args` are checked against its `kind`. */
 export type EnqueueItem<T extends object = AnyTasks> = {
@@ -293,4 +321,6 @@ export interface NewJob {
   unique: { byArgs: boolean; byQueue: boolean; periodMs: number | null } | null;
   /** W3C traceparent of the producer. */
   traceContext: string | null;
+  /** The key per-key limits count the job by; null for none. */
+  limitKey: string | null;
 }

@@ -49,6 +49,8 @@ export interface JobJson extends
   heartbeat_at: string | null;
   deadline_at: string | null;
   unique_key: string | null;
+  /** The key per-key limits count the job by; null when it has none. */
+  limit_key: string | null;
   callback_id: string | null;
   callback_timeout_at: string | null;
   attempted_by: string | null;
@@ -160,6 +162,7 @@ export function jobToJson(j: Job): JobJson {
     metadata: j.metadata,
     result: j.result,
     unique_key: j.uniqueKey,
+    limit_key: j.limitKey,
     callback_id: j.callbackId,
     callback_timeout_at: iso(j.callbackTimeoutAt),
     attempted_by: j.attemptedBy,
@@ -201,6 +204,7 @@ export function jobFromJson(o: Record<string, unknown>): Job {
     metadata: (o.metadata ?? {}) as Record<string, unknown>,
     result: o.result ?? null,
     uniqueKey: (o.unique_key ?? null) as string | null,
+    limitKey: (o.limit_key ?? null) as string | null,
     callbackId: (o.callback_id ?? null) as string | null,
     callbackTimeoutAt: date(o.callback_timeout_at),
     lease: Number(o.lease ?? 0),

@@ -47,7 +47,7 @@ from .validation import (
 
 __all__ = ["Client", "EXPECTED_SCHEMA_VERSION", "DEFAULT_SCHEMA", "MAX_HEARTBEAT_SECONDS"]
 
-EXPECTED_SCHEMA_VERSION = 12
+EXPECTED_SCHEMA_VERSION = 13
 """The schema version this client needs (``svc migrate`` installs it); it runs on any newer one too."""
 
 DEFAULT_SCHEMA = "svc"
@@ -277,15 +277,18 @@ class Client:
         unique: Unique | Mapping[str, Any] | bool | None = None,
         on_conflict: Literal["return", "error"] = "return",
         traceparent: str | None = None,
+        limit_key: str | None = None,
         conn: Conn | None = None,
     ) -> Job:
         """Enqueues one job and returns it.
 
         ``unique`` makes the job unique by a key over its kind (plus args, queue and time bucket per
         :class:`Unique`): while a job with the same key is unfinished, the existing job comes back with
-        ``duplicate=True``, or ``UniqueConflictError`` is raised with ``on_conflict="error"``. With
-        ``conn=`` the insert joins the caller's transaction (committed or rolled back with it). Invalid
-        input raises ``ValidationError`` before anything is written.
+        ``duplicate=True``, or ``UniqueConflictError`` is raised with ``on_conflict="error"``.
+        ``limit_key`` (1 to 255 characters) is the key per-key limits count the job by; the job carries it
+        for its whole life (per-key limits are not enforced yet). With ``conn=`` the insert joins the
+        caller's transaction (committed or rolled back with it). Invalid input raises ``ValidationError``
+        before anything is written.
         """
         item: EnqueueItem = {
             "kind": kind,
@@ -299,6 +302,7 @@ class Client:
             "unique": unique,
             "on_conflict": on_conflict,
             "traceparent": traceparent,
+            "limit_key": limit_key,
         }
         return self.enqueue_many([item], conn=conn)[0]
 
@@ -645,6 +649,12 @@ def _prepare(item: EnqueueItem, index: int) -> tuple[str, Any, dict[str, Any], s
     traceparent = item.get("traceparent")
     if traceparent is not None and (not isinstance(traceparent, str) or not _TRACEPARENT_RE.match(traceparent)):
         raise ValidationError("traceparent must be a W3C traceparent such as 00-<32 hex>-<16 hex>-01")
+    limit_key = item.get("limit_key")
+    if limit_key is not None:
+        if not isinstance(limit_key, str) or not 1 <= len(limit_key) <= 255:
+            got = f"{len(limit_key)} characters" if isinstance(limit_key, str) else type(limit_key).__name__
+            raise ValidationError(f"limit_key must be a string of 1 to 255 characters, got {got}")
+        check_text("limit_key", limit_key)
     opts: dict[str, Any] = {
         "queue": queue,
         "priority": priority,
@@ -660,6 +670,8 @@ def _prepare(item: EnqueueItem, index: int) -> tuple[str, Any, dict[str, Any], s
         opts["unique"] = unique
     if traceparent is not None:
         opts["traceparent"] = traceparent
+    if limit_key is not None:
+        opts["limit_key"] = limit_key
     return kind, args, opts, str(on_conflict)
 
 
@@ -723,6 +735,7 @@ def _job_from_json(j: Mapping[str, Any]) -> Job:
         attempted_by=j.get("attempted_by"),
         duplicate=bool(j.get("duplicate", False)),
         trace_context=j.get("trace_context"),
+        limit_key=j.get("limit_key"),
     )
 
 

@@ -77,6 +77,8 @@ class Job:
     duplicate: bool = False
     """Set on the job that ``enqueue`` returns when a unique job with the same key already existed."""
     trace_context: str | None = None
+    limit_key: str | None = None
+    """The key per-key limits count the job by (set at enqueue, kept through every attempt); None: none."""
 
 
 @dataclass
@@ -116,6 +118,7 @@ class EnqueueItem(TypedDict, total=False):
     unique: Unique | Mapping[str, Any] | bool | None
     on_conflict: Literal["return", "error"]
     traceparent: str | None
+    limit_key: str | None
 
 
 @dataclass

@@ -94,6 +94,32 @@ def test_enqueue_many_keeps_order(client: Client) -> None:
     assert client.enqueue_many([]) == []
 
 
+def test_limit_key_is_carried(client: Client, schema: str) -> None:
+    key = "tenant-" + "é" * 248  # 255 characters (more bytes)
+    job = client.enqueue("charge", {"n": 1}, limit_key=key)
+    assert job.limit_key == key
+    none = client.enqueue("charge", {"n": 2})
+    assert none.limit_key is None
+    later = client.enqueue("charge", {"n": 3}, limit_key="acct-9", run_at=datetime.now(timezone.utc) + timedelta(hours=1))
+    assert later.state == "scheduled" and later.limit_key == "acct-9"
+    many = client.enqueue_many([{"kind": "charge", "limit_key": "acct-1"}, {"kind": "charge"}])
+    assert [j.limit_key for j in many] == ["acct-1", None]
+    got = client.get_job(job.id)
+    assert got is not None and got.limit_key == key
+    listed = {j.id: j.limit_key for j in client.list_jobs(kind="charge").jobs}
+    assert listed == {job.id: key, none.id: None, later.id: "acct-9", many[0].id: "acct-1", many[1].id: None}
+    # a cancel and a retry keep it
+    assert client.cancel(later.id).limit_key == "acct-9"
+    assert client.retry(later.id).limit_key == "acct-9"
+    # the SQL API's own validation, for callers that skip this client's
+    with psycopg.connect(DATABASE_URL) as conn:
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="limit_key must be a string of 1 to 255"):
+            conn.execute(f'select * from "{schema}".enqueue(%s, %s::jsonb, %s::jsonb)', ("k", "{}", json.dumps({"limit_key": ""})))
+        conn.rollback()
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="limit_key must be a string of 1 to 255"):
+            conn.execute(f'select * from "{schema}".enqueue(%s, %s::jsonb, %s::jsonb)', ("k", "{}", json.dumps({"limit_key": 5})))
+
+
 def test_unique_jobs(client: Client, schema: str) -> None:
     first = client.enqueue("sync", {"user": 7}, unique=True)
     assert first.unique_key and not first.duplicate
@@ -249,6 +275,10 @@ BAD_ENQUEUES: list[tuple[str, dict[str, Any], str]] = [
     ("unique unknown", {"unique": {"by_kind": True}}, "unique takes"),
     ("on_conflict", {"on_conflict": "ignore"}, 'on_conflict must be "return" or "error"'),
     ("traceparent", {"traceparent": "nope"}, "traceparent"),
+    ("limit_key empty", {"limit_key": ""}, "limit_key must be a string of 1 to 255 characters, got 0 characters"),
+    ("limit_key 256", {"limit_key": "k" * 256}, "limit_key must be a string of 1 to 255 characters, got 256"),
+    ("limit_key int", {"limit_key": 7}, "limit_key must be a string of 1 to 255 characters, got int"),
+    ("limit_key NUL", {"limit_key": "a\0"}, "limit_key contains U\\+0000"),
 ]
 
 

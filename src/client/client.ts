@@ -27,12 +27,14 @@ import type {
   EnqueueOptions,
   Job,
   JobPage,
+  KindOptions,
+  KindOptionsMap,
   ListJobsOptions,
   QueueInfo,
   RuntimeInfo,
 } from "../types.ts";
 import { QueueNotFoundError, UniqueConflictError, ValidationError } from "../errors.ts";
-import { normalizeEnqueue, validateQueueName } from "./enqueue_input.ts";
+import { checkLimitKey, normalizeEnqueue, validateQueueName } from "./enqueue_input.ts";
 import { type CallbackResult, resolveExternal } from "./external.ts";
 import { env } from "../platform/platform.ts";
 import { checkJobCursor, checkText } from "../validation.ts";
@@ -95,6 +97,12 @@ export interface ClientOptions<T extends object = AnyTasks> {
    * types come from them.
    */
   schemas?: TaskSchemas<T>;
+  /**
+   * Options per job kind, applied at enqueue: `limitKey(args)` gives the limit key of a job whose enqueue
+   * names none (`{ charge: { limitKey: (a) => a.accountId } }`). A worker that shares this client
+   * (`createWorker({ client })`) applies them to `ctx.enqueue` too.
+   */
+  kinds?: KindOptionsMap<T>;
   /**
    * @internal Bounds on the admin reads and changes of `svc serve` and the CLI (statement timeout,
    * cancellation, 503 `busy`): `src/db/admin_guard.ts`.
@@ -234,6 +242,20 @@ export function createClient(opts: ClientOptions<any> = {}): Client<any> {
   const metrics = opts.metrics === false ? null : svcMetrics();
   if (opts.metricsKinds) metrics?.knowKinds(opts.metricsKinds);
   const hasSchemas = Object.keys(schemas).length > 0;
+  const kinds = checkKinds(opts.kinds);
+  /** The items with the limit keys their kinds give (only the items that name none). */
+  const withKindKeys = (items: EnqueueItem[]): EnqueueItem[] =>
+    items.map((item) => {
+      const fn =
+        item && item.limitKey == null && typeof item.kind === "string" && Object.hasOwn(kinds, item.kind)
+          ? kinds[item.kind].limitKey
+          : undefined;
+      if (!fn) return item;
+      const key = fn((item.args ?? {}) as Record<string, unknown>);
+      return key === undefined || key === null
+        ? item
+        : { ...item, limitKey: checkLimitKey(`kinds.${item.kind}.limitKey(args)`, key) };
+    });
   /** The items with their args checked by their kinds' schemas (stored as given). */
   const validated = async (items: EnqueueItem[]): Promise<EnqueueItem[]> => {
     if (!Array.isArray(items)) throw new ValidationError("enqueueMany takes an array of jobs");
@@ -249,7 +271,8 @@ export function createClient(opts: ClientOptions<any> = {}): Client<any> {
   };
   const enqueueVia = async (target: Db, items: EnqueueItem[]): Promise<Job[]> => {
     // Without schemas, no await before the insert (enqueue is on producers' hot path).
-    const normalized = (hasSchemas ? await validated(items) : items).map((i) => normalizeEnqueue(i));
+    const checked = hasSchemas ? await validated(items) : items;
+    const normalized = (kinds === NO_KINDS ? checked : withKindKeys(checked)).map((i) => normalizeEnqueue(i));
     // The producer's span, when it has one, becomes the parent of the jobs' attempt spans.
     const producer = activeTraceparent();
     if (producer) { for (const n of normalized) n.traceContext ??= producer; }
@@ -360,6 +383,34 @@ export function createClient(opts: ClientOptions<any> = {}): Client<any> {
     },
   };
   return client;
+}
+
+/** A client without kind options. */
+const NO_KINDS: Readonly<Record<string, KindOptions>> = Object.freeze({});
+
+/** Checks `kinds`: an object of kind: { limitKey? (a function) }. */
+function checkKinds(kinds: unknown): Readonly<Record<string, KindOptions>> {
+  if (kinds === undefined) return NO_KINDS;
+  if (typeof kinds !== "object" || kinds === null || Array.isArray(kinds)) {
+    throw new ValidationError("kinds must be an object of kind: { limitKey? }");
+  }
+  const out: Record<string, KindOptions> = {};
+  for (const [kind, o] of Object.entries(kinds as Record<string, unknown>)) {
+    if (o === undefined) continue;
+    if (typeof o !== "object" || o === null || Array.isArray(o)) {
+      throw new ValidationError(`kinds.${kind} must be an object: { limitKey? }`);
+    }
+    const { limitKey, ...rest } = o as KindOptions & Record<string, unknown>;
+    const unknown = Object.keys(rest);
+    if (unknown.length) {
+      throw new ValidationError(`kinds.${kind}: unknown option ${unknown.join(", ")} (it takes limitKey)`);
+    }
+    if (limitKey !== undefined && typeof limitKey !== "function") {
+      throw new ValidationError(`kinds.${kind}.limitKey must be a function of the job's args`);
+    }
+    out[kind] = { limitKey };
+  }
+  return Object.keys(out).length ? out : NO_KINDS;
 }
 
 function checkId(id: number): number {

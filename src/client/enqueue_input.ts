@@ -23,6 +23,28 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v) && !(v instanceof Date);
 }
 
+/** The longest limit key, in characters (the SQL API's `limit_key` has the same bound). */
+export const LIMIT_KEY_MAX = 255;
+
+/**
+ * Throws a ValidationError unless `key` is a limit key: a string of 1 to 255 characters (counted as the
+ * database counts them, by code point) that PostgreSQL can store. `what` names where it came from.
+ */
+export function checkLimitKey(what: string, key: unknown): string {
+  if (
+    typeof key !== "string" || key.length === 0 ||
+    (key.length > LIMIT_KEY_MAX && [...key].length > LIMIT_KEY_MAX)
+  ) {
+    const got = typeof key === "string"
+      ? `${[...key].length} characters`
+      : key === null
+      ? "null"
+      : typeof key;
+    throw new ValidationError(`${what} must be a string of 1 to ${LIMIT_KEY_MAX} characters, got ${got}`);
+  }
+  return checkText(what, key);
+}
+
 /** A W3C traceparent: version-traceid-parentid-flags in lowercase hex. */
 const TRACEPARENT_RE = /^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/;
 
@@ -79,5 +101,8 @@ export function normalizeEnqueue(item: EnqueueItem): NewJob {
   if (traceContext !== null && (typeof traceContext !== "string" || !TRACEPARENT_RE.test(traceContext))) {
     throw new ValidationError("traceparent must be a W3C traceparent such as 00-<32 hex>-<16 hex>-01");
   }
-  return { kind, queue, args, priority, runAt, maxAttempts, tags, metadata, unique, traceContext };
+  const limitKey = item.limitKey === undefined || item.limitKey === null
+    ? null
+    : checkLimitKey("limitKey", item.limitKey);
+  return { kind, queue, args, priority, runAt, maxAttempts, tags, metadata, unique, traceContext, limitKey };
 }

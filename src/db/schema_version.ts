@@ -27,6 +27,8 @@ export const MIGRATIONS: readonly { version: number; file: string }[] = [
   { version: 11, file: "0011_ring_position.sql" },
   // The completion arrays compressed with lz4 where the server has it (ADR 016).
   { version: 12, file: "0012_completion_compression.sql" },
+  // A job's limit key on canonical's jobs and on queue storage's job tables, and parked.waiter (ADR 019).
+  { version: 13, file: "0013_limit_key.sql" },
 ];
 
 /** The schema version this binary needs (workers run on any schema at or above it). */

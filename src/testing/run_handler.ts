@@ -40,6 +40,8 @@ export interface RunHandlerOptions {
   priority?: number;
   tags?: string[];
   metadata?: Record<string, unknown>;
+  /** The job's limit key (default none). */
+  limitKey?: string;
   /** The kind's args schema: args it refuses fail the job without running the handler, as in a worker. */
   schema?: StandardSchemaV1;
   /** Schemas by kind that `ctx.enqueue` validates follow-up jobs with, as the worker's client would. */
@@ -144,6 +146,7 @@ export async function runHandler<E extends object = Record<string, unknown>, T e
     maxAttempts: opts.maxAttempts,
     tags: opts.tags,
     metadata: opts.metadata,
+    limitKey: opts.limitKey,
   });
   const attempt = opts.attempt ?? 1;
   if (!Number.isInteger(attempt) || attempt < 1) {
@@ -174,6 +177,7 @@ export async function runHandler<E extends object = Record<string, unknown>, T e
     metadata: stored.metadata,
     result: null,
     uniqueKey: null,
+    limitKey: stored.limitKey,
     callbackId: null,
     callbackTimeoutAt: null,
     lease: 1,

@@ -89,6 +89,53 @@ export async function withSchema(
   }
 }
 
+/**
+ * Runs `fn` on a canonical database (the older line's engine, as `svc migrate --engine canonical` leaves it)
+ * on a fresh schema of its own, whatever the pass's engine; drops it afterwards.
+ */
+export async function canonicalDb(fn: (client: Client, schema: string) => Promise<void>): Promise<void> {
+  const schema = freshSchema("tr");
+  const client = createClient({
+    databaseUrl: DATABASE_URL,
+    schema,
+    maxConnections: 4,
+    heartbeatInterval: 200,
+  });
+  try {
+    await client.migrate({ engine: "canonical" });
+    await fn(client, schema);
+  } finally {
+    await client.close();
+    await dropSchema(schema);
+  }
+}
+
+/**
+ * Keeps a stand-in runtime row live for the whole test: nothing heartbeats it, and a test client's live
+ * window (3 heartbeat intervals of 200 ms) is shorter than a storage step can take on a loaded machine.
+ */
+export async function keepLive(client: Client, id: string): Promise<void> {
+  await client.sql.unsafe(
+    `update "${client.schema}".runtimes set heartbeat_at = now() + interval '1 hour' where id = $1`,
+    [id],
+  );
+}
+
+/** A live runtime (kept live, see `keepLive`) that runs both engines, as the storage transition asks for. */
+export async function liveRuntimeBoth(client: Client, id: string): Promise<void> {
+  await client.engine.upsertRuntime({
+    id,
+    hostname: "h",
+    pid: 1,
+    queues: [],
+    engines: ["canonical", "queue_storage"],
+    ready: true,
+    leader: false,
+    health: {},
+  });
+  await keepLive(client, id);
+}
+
 /** Drops a schema with everything in it, and its queue-storage schema. */
 export async function dropSchema(schema: string): Promise<void> {
   const sql = postgres(DATABASE_URL, { max: 1, onnotice: () => {}, prepare: !POOLED });

@@ -61,6 +61,7 @@ export function fakeJob(fields: Partial<Job> & { id: number }): FakeJob {
     metadata: {},
     result: null,
     uniqueKey: null,
+    limitKey: null,
     callbackId: null,
     callbackTimeoutAt: null,
     lease: 0,

@@ -29,6 +29,7 @@ const JOB_KEYS = [
   "metadata",
   "result",
   "unique_key",
+  "limit_key",
   "callback_id",
   "callback_timeout_at",
   "attempted_by",

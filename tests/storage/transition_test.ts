@@ -9,30 +9,11 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
 import type { Client } from "../../src/client/client.ts";
-import { createClient } from "../../src/client/client.ts";
-import { DATABASE_URL, dropSchema, engineTest, freshSchema, waitFor } from "../helpers/db.ts";
+import { canonicalDb, DATABASE_URL, engineTest, keepLive, liveRuntimeBoth, waitFor } from "../helpers/db.ts";
 import { svcIn } from "../helpers/cli.ts";
 import { startWorker } from "../helpers/worker.ts";
 import { claim } from "../helpers/claim.ts";
 import { snooze } from "../../mod.ts";
-
-/** A canonical database (the older line) on a fresh schema. */
-async function canonicalDb(fn: (client: Client, schema: string) => Promise<void>): Promise<void> {
-  const schema = freshSchema("tr");
-  const client = createClient({
-    databaseUrl: DATABASE_URL,
-    schema,
-    maxConnections: 4,
-    heartbeatInterval: 200,
-  });
-  try {
-    await client.migrate({ engine: "canonical" });
-    await fn(client, schema);
-  } finally {
-    await client.close();
-    await dropSchema(schema);
-  }
-}
 
 const storage = (schema: string, ...args: string[]) => svcIn(schema, ["storage", ...args]);
 
@@ -151,31 +132,6 @@ async function changed(
 ): Promise<void> {
   const r = await client.storageStep(step);
   assert.equal(r.outcome, "changed", `${step}: ${r.outcome}: ${r.message}`);
-}
-
-/**
- * Keeps a stand-in runtime row live for the whole test: nothing heartbeats it, and the test client's live
- * window (3 heartbeat intervals of 200 ms) is shorter than a step can take on a loaded machine.
- */
-async function keepLive(client: Client, id: string): Promise<void> {
-  await client.sql.unsafe(
-    `update "${client.schema}".runtimes set heartbeat_at = now() + interval '1 hour' where id = $1`,
-    [id],
-  );
-}
-
-async function liveRuntimeBoth(client: Client, id: string): Promise<void> {
-  await client.engine.upsertRuntime({
-    id,
-    hostname: "h",
-    pid: 1,
-    queues: [],
-    engines: ["canonical", "queue_storage"],
-    ready: true,
-    leader: false,
-    health: {},
-  });
-  await keepLive(client, id);
 }
 
 engineTest(

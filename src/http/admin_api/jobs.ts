@@ -294,6 +294,12 @@ export const jobRoutes = [
             },
           },
         },
+        limit_key: {
+          type: "string",
+          minLength: 1,
+          maxLength: 255,
+          description: "the key per-key limits count the job by (carried with the job; not enforced yet)",
+        },
       },
     },
     status: 201,
@@ -315,6 +321,7 @@ export const jobRoutes = [
           period_seconds?: number;
           on_conflict?: "return" | "error";
         };
+        limit_key?: string;
       };
       const job = await client.enqueue(b.kind, b.args ?? {}, {
         queue: b.queue,
@@ -329,6 +336,7 @@ export const jobRoutes = [
           periodMs: b.unique.period_seconds === undefined ? undefined : b.unique.period_seconds * 1000,
           onConflict: b.unique.on_conflict,
         },
+        limitKey: b.limit_key,
       });
       return { job: jobToJson(job) };
     },

@@ -95,6 +95,11 @@ export const SCHEMAS: Record<string, Schema> = {
       metadata: { type: "object" },
       result: { description: "the complete payload or the handler's return value (any JSON)" },
       unique_key: { type: ["string", "null"] },
+      limit_key: {
+        type: ["string", "null"],
+        description:
+          "the key per-key limits count the job by (set at enqueue, kept for its whole life); null: none",
+      },
       callback_id: { type: ["string", "null"], format: "uuid" },
       callback_timeout_at: timeOrNull,
       attempted_by: { type: ["string", "null"] },

@@ -761,6 +761,7 @@ function claimedJob(r: Row): Job {
     metadata: r.metadata ?? {},
     result: null,
     uniqueKey: r.unique_key ?? null,
+    limitKey: r.limit_key ?? null,
     callbackId: r.callback_id ?? null,
     callbackTimeoutAt: r.callback_timeout_at ?? null,
     lease: Number(r.lease),

@@ -7,7 +7,7 @@ import { jobFromJson } from "../../wire.ts";
 
 /**
  * The input rows of an enqueue statement, as JSON: the fields a job leaves at their defaults (no run time,
- * no tags, no metadata, no uniqueness, no trace) are left out, and the database fills them in.
+ * no tags, no metadata, no uniqueness, no trace, no limit key) are left out, and the database fills them in.
  */
 export function enqueueJson(jobs: NewJob[]): string {
   return JSON.stringify(jobs.map((j) => {
@@ -25,6 +25,7 @@ export function enqueueJson(jobs: NewJob[]): string {
       row.unique = { by_args: j.unique.byArgs, by_queue: j.unique.byQueue, period_ms: j.unique.periodMs };
     }
     if (j.traceContext) row.trace_context = j.traceContext;
+    if (j.limitKey !== null) row.limit_key = j.limitKey;
     return row;
   }));
 }
@@ -81,6 +82,7 @@ export function newJob(j: NewJob, r: Row): Job {
     metadata: j.metadata,
     result: null,
     uniqueKey: r.unique_key ?? null,
+    limitKey: j.limitKey,
     callbackId: null,
     callbackTimeoutAt: null,
     lease: 0,
