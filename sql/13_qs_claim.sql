@@ -67,7 +67,8 @@ declare
       from numbered n group by n.slot, n.queue, n.priority, n.shard)/*callbacks*/
   select n.slot, n.queue, n.priority, n.shard, n.seq, n.job_id, n.kind, n.args, n.attempt + 1, n.max_attempts,
          n.lease + 1, n.run_at, n.created_at, n.errors, n.tags, n.metadata, n.unique_key, n.trace_context,
-         n.claim_time, n.deadline_at, n.pre, n.eff, n.retry_ms, n.cb_id, n.cb_deadline, n.claim, n.limit_key
+         n.claim_time, n.deadline_at, n.pre, n.eff, n.retry_ms, n.cb_id, n.cb_deadline, n.claim, n.limit_key,
+         null::text, null::integer, null::timestamptz, null::integer
     from numbered n
    order by n.priority, n.seq;$stmt$;
   v_cbs text := $cbs$,
@@ -93,17 +94,22 @@ end $$
 $cand$, '/*shard lanes*/', v_lanes), i);
   end loop;
   execute replace(replace(replace($fn$
-create or replace function svc_qs.claim(p_queue text, p_limit integer, p_free integer, p_worker text, p_policies jsonb,
-                             p_callbacks jsonb, p_prefetch_ttl_ms bigint, p_skip bigint[])
+create or replace function svc_qs.claim_next(p_queue text, p_limit integer, p_free integer, p_worker text,
+                             p_policies jsonb, p_callbacks jsonb, p_prefetch_ttl_ms bigint, p_skip bigint[])
 returns table (slot smallint, queue text, priority smallint, shard smallint, seq bigint, job_id bigint, kind text,
                args jsonb, attempt integer, max_attempts integer, lease integer, run_at timestamptz,
                created_at timestamptz, errors jsonb, tags text[], metadata jsonb, unique_key text,
                trace_context text, claimed_at timestamptz, deadline_at timestamptz, prefetched boolean,
                effective_max_attempts integer, retry_delay_ms bigint, callback_id uuid,
-               callback_timeout_at timestamptz, claim_id bigint, limit_key text)
+               callback_timeout_at timestamptz, claim_id bigint, limit_key text, throttled text, in_use integer,
+               retry_at timestamptz, diverted integer)
 language plpgsql set search_path from current set jit = off set plan_cache_mode = force_generic_plan as $$
 #variable_conflict use_column
 declare
+  v_paused boolean;
+  v_limited boolean;
+  v_budget record;
+  v_taken bigint;
   v_prios smallint[] := array(select distinct l.priority from svc_qs.lanes l where l.queue = p_queue);
   v_ttl bigint := case when p_limit > p_free then greatest(p_prefetch_ttl_ms, 0) else 0 end;
   -- The slots of the generations in p_skip (claim_exhausted found them with nothing left for this queue,
@@ -117,8 +123,27 @@ begin
   -- Claims of one queue take turns, and so does every other writer of a lane position (a cancel's
   -- skipped row, the prune's forwarding): claim ranges therefore never overlap.
   perform pg_advisory_xact_lock(svc_qs.claim_lock_key(p_queue));
-  if exists (select 1 from queues q where q.name = p_queue and q.paused) then
+  select q.paused, q.limited into v_paused, v_limited from queues q where q.name = p_queue;
+  if v_paused then
     return;
+  end if;
+  -- A limited queue (ADR 019): the claim takes at most what its limits leave, counted under the lock; when
+  -- a limit cut it short, a last row without a job says which, its use and when to ask again.
+  if v_limited then
+    select * into v_budget from limit_budget(p_queue, p_limit);
+    if v_budget.budget < p_limit then
+      p_limit := v_budget.budget;
+      p_free := least(p_free, p_limit);
+      v_ttl := case when p_limit > p_free then greatest(p_prefetch_ttl_ms, 0) else 0 end;
+    end if;
+    if p_limit <= 0 then
+      return query select null::smallint, null::text, null::smallint, null::smallint, null::bigint, null::bigint,
+        null::text, null::jsonb, null::integer, null::integer, null::integer, null::timestamptz, null::timestamptz,
+        null::jsonb, null::text[], null::jsonb, null::text, null::text, null::timestamptz, null::timestamptz,
+        null::boolean, null::integer, null::bigint, null::uuid, null::timestamptz, null::bigint, null::text,
+        v_budget.throttled, v_budget.in_use, v_budget.retry_at, 0;
+      return;
+    end if;
   end if;
   -- Per priority, the shards of the lane are read from their cursors (the highest claimed position) in
   -- seq order and merged, so that only the rows claimed are read; every lookup is an index probe.
@@ -131,10 +156,44 @@ begin
     return query
     /*claim with callbacks*/
   end if;
+  if v_limited then
+    get diagnostics v_taken = row_count;
+    if v_taken > 0 and v_budget.log then
+      insert into limit_log (queue, at, n) values (p_queue, now(), v_taken);
+    end if;
+    if v_budget.throttled is not null then
+      return query select null::smallint, null::text, null::smallint, null::smallint, null::bigint, null::bigint,
+        null::text, null::jsonb, null::integer, null::integer, null::integer, null::timestamptz, null::timestamptz,
+        null::jsonb, null::text[], null::jsonb, null::text, null::text, null::timestamptz, null::timestamptz,
+        null::boolean, null::integer, null::bigint, null::uuid, null::timestamptz, null::bigint, null::text,
+        v_budget.throttled, (v_budget.in_use + v_taken)::integer, v_budget.retry_at, 0;
+    end if;
+  end if;
 end $$
 $fn$, '/*claim without callbacks*/', replace(v_stmt, '/*callbacks*/', '')),
        '/*claim with callbacks*/', replace(v_stmt, '/*callbacks*/', v_cbs)), '/*slot candidates*/', v_calls);
 end $gen$;
+
+-- The claim of earlier versions (no throttled row): a worker of the previous version obeys the same limits
+-- and only polls where a new one would wait for the throttled row's retry_at.
+create or replace function svc_qs.claim(p_queue text, p_limit integer, p_free integer, p_worker text, p_policies jsonb,
+                             p_callbacks jsonb, p_prefetch_ttl_ms bigint, p_skip bigint[])
+returns table (slot smallint, queue text, priority smallint, shard smallint, seq bigint, job_id bigint, kind text,
+               args jsonb, attempt integer, max_attempts integer, lease integer, run_at timestamptz,
+               created_at timestamptz, errors jsonb, tags text[], metadata jsonb, unique_key text,
+               trace_context text, claimed_at timestamptz, deadline_at timestamptz, prefetched boolean,
+               effective_max_attempts integer, retry_delay_ms bigint, callback_id uuid,
+               callback_timeout_at timestamptz, claim_id bigint, limit_key text)
+language plpgsql set search_path from current set jit = off as $$
+begin
+  return query select c.slot, c.queue, c.priority, c.shard, c.seq, c.job_id, c.kind, c.args, c.attempt,
+                      c.max_attempts, c.lease, c.run_at, c.created_at, c.errors, c.tags, c.metadata, c.unique_key,
+                      c.trace_context, c.claimed_at, c.deadline_at, c.prefetched, c.effective_max_attempts,
+                      c.retry_delay_ms, c.callback_id, c.callback_timeout_at, c.claim_id, c.limit_key
+                 from svc_qs.claim_next(p_queue, p_limit, p_free, p_worker, p_policies, p_callbacks,
+                                        p_prefetch_ttl_ms, p_skip) c
+                where c.job_id is not null;
+end $$;
 
 -- The claim without a list of generations to skip: the signature of earlier versions, kept for workers that
 -- still call it during a rolling upgrade.

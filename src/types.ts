@@ -220,6 +220,45 @@ export interface QueueInfo {
   oldestAvailableAgeSeconds: number | null;
 }
 
+/**
+ * Fleet-wide limits of a queue, obeyed by every worker process of every deployment (stored in the
+ * database). `rate`/`per`: at most `rate` jobs claimed (held ones included) in any window of `per` ms.
+ * `concurrency` and `perKey` are not available yet: setting them is refused.
+ */
+export interface QueueLimit {
+  /** At most this many attempts of the queue open at once, fleet-wide (not available yet). */
+  concurrency?: number | null;
+  /** At most this many claims in any window of `per` milliseconds, fleet-wide. */
+  rate?: number | null;
+  /** The rate's window in milliseconds (1 to 86 400 000). */
+  per?: number | null;
+  /** At most `concurrency` attempts open per `limitKey` (not available yet). */
+  perKey?: { concurrency: number } | null;
+  /** Whether an attempt parked for an HTTP callback holds a concurrency unit (default false). */
+  countParked?: boolean;
+}
+
+/** A queue's stored limits and their current use. */
+export interface QueueLimitInfo {
+  queue: string;
+  concurrency: number | null;
+  rate: number | null;
+  /** The rate's window in ms. */
+  per: number | null;
+  perKey: number | null;
+  countParked: boolean;
+  /**
+   * When the rate is enforced from: a rate added to a queue counts claims from the moment it is set and is
+   * enforced once a whole window has been counted.
+   */
+  rateInForceAt: Date | null;
+  /** Current use: `rate`, the jobs claimed in the current window (null without a rate). */
+  inUse: { rate: number | null };
+  /** Who wrote it: `cli`, `api`, `ui`, `sql`, or the id of the worker runtime that seeded it. */
+  setBy: string;
+  updatedAt: Date;
+}
+
 /** A handler aborted (cancel, deadline, shutdown) that has not returned within the stuck grace. */
 export interface StuckHandlerInfo {
   job_id: number;

@@ -7,7 +7,7 @@
  */
 import type { CallbackRecord } from "./storage/engine.ts";
 import type { CronSchedule } from "./cron/definition.ts";
-import type { Job, JobState, QueueInfo, RuntimeInfo, StuckHandlerInfo } from "./types.ts";
+import type { Job, JobState, QueueInfo, QueueLimitInfo, RuntimeInfo, StuckHandlerInfo } from "./types.ts";
 export type { ClusterHealth, ReadinessReport } from "./types.ts";
 import { readJobErrors } from "./job_errors.ts";
 
@@ -73,6 +73,8 @@ export interface QueueJson {
   live_runtimes: number;
   /** Kinds with available jobs here that none of those runtimes has a handler for. */
   unhandled_kinds: string[];
+  /** The queue's fleet-wide limits and their use; null without a limits row. */
+  limit: QueueLimitJson | null;
 }
 
 /** The JSON of a worker process (runtime). */
@@ -223,6 +225,7 @@ export function jobFromJson(o: Record<string, unknown>): Job {
 export function queueToJson(
   q: QueueInfo,
   coverage?: { liveRuntimes: number; unhandledKinds: string[] },
+  limit?: QueueLimitInfo,
 ): QueueJson {
   return {
     name: q.name,
@@ -232,6 +235,36 @@ export function queueToJson(
     oldest_available_age_seconds: q.oldestAvailableAgeSeconds,
     live_runtimes: coverage?.liveRuntimes ?? 0,
     unhandled_kinds: coverage?.unhandledKinds ?? [],
+    limit: limit ? queueLimitToJson(limit) : null,
+  };
+}
+
+/** A queue's limits as JSON (REST, `svc queue list --json`, `svc queue limit --json`). */
+export interface QueueLimitJson {
+  concurrency: number | null;
+  rate: number | null;
+  per_ms: number | null;
+  per_key: number | null;
+  count_parked: boolean;
+  /** When the rate is enforced from (it counts claims from when it was set, for one window first). */
+  rate_in_force_at: string | null;
+  /** Current use: `rate`, the jobs claimed in the current window. */
+  in_use: { rate: number | null };
+  set_by: string;
+  updated_at: string;
+}
+
+export function queueLimitToJson(l: QueueLimitInfo): QueueLimitJson {
+  return {
+    concurrency: l.concurrency,
+    rate: l.rate,
+    per_ms: l.per,
+    per_key: l.perKey,
+    count_parked: l.countParked,
+    rate_in_force_at: l.rateInForceAt?.toISOString() ?? null,
+    in_use: { rate: l.inUse.rate },
+    set_by: l.setBy,
+    updated_at: l.updatedAt.toISOString(),
   };
 }
 

@@ -20,6 +20,7 @@ import {
   storageStep,
 } from "../storage/shared/transition.ts";
 import { RoutedEngine } from "../storage/routed.ts";
+import { queueLimits, resetQueueLimit, setQueueLimit } from "../storage/shared/limits.ts";
 import type {
   ClusterHealth,
   EnqueuedJobOf,
@@ -31,6 +32,8 @@ import type {
   KindOptionsMap,
   ListJobsOptions,
   QueueInfo,
+  QueueLimit,
+  QueueLimitInfo,
   RuntimeInfo,
 } from "../types.ts";
 import { QueueNotFoundError, UniqueConflictError, ValidationError } from "../errors.ts";
@@ -183,6 +186,16 @@ export interface Client<T extends object = AnyTasks> extends CronMethods {
   pauseQueue(name: string, opts?: { create?: boolean }): Promise<void>;
   /** Resumes a queue; an unknown one is refused like `pauseQueue`'s unless `create`. */
   resumeQueue(name: string, opts?: { create?: boolean }): Promise<void>;
+  /**
+   * Sets a queue's fleet-wide limits, stored in the database and obeyed by every worker process at its next
+   * claim (every kind not given is cleared; `{}` keeps a row without limits, so no worker's option seeds one).
+   * `setBy` is recorded with it (default `client`). Throws ValidationError for a bad limit.
+   */
+  setQueueLimit(name: string, limit: QueueLimit, opts?: { setBy?: string }): Promise<QueueLimitInfo>;
+  /** Deletes a queue's limits row (a worker's `limit` option may seed one again); whether there was one. */
+  resetQueueLimit(name: string): Promise<boolean>;
+  /** The stored limits of every queue that has a row, with their current use. */
+  listQueueLimits(): Promise<QueueLimitInfo[]>;
   listQueues(): Promise<QueueInfo[]>;
   listRuntimes(): Promise<RuntimeInfo[]>;
   getCallback(id: string): Promise<CallbackRecord | null>;
@@ -353,6 +366,15 @@ export function createClient(opts: ClientOptions<any> = {}): Client<any> {
     async resumeQueue(name, o = {}) {
       await engine.resumeQueue(await knownQueue(name, o.create));
     },
+    async setQueueLimit(name, limit, o = {}) {
+      validateQueueName(name);
+      return await setQueueLimit(db, names, name, limit, o.setBy ?? "client");
+    },
+    async resetQueueLimit(name) {
+      validateQueueName(name);
+      return await resetQueueLimit(db, names, name);
+    },
+    listQueueLimits: () => queueLimits(db, names),
     listQueues: () => engine.listQueues(),
     listRuntimes: () => engine.listRuntimes(3 * heartbeatInterval),
     getCallback: (id) => engine.getCallback(id),

@@ -6,7 +6,7 @@
  * runtimes lack a handler for a kind that has available jobs, so a healthy fleet costs no job query.
  */
 import type { Client } from "./client.ts";
-import type { Job, QueueInfo, RuntimeInfo } from "../types.ts";
+import type { Job, QueueInfo, QueueLimitInfo, RuntimeInfo } from "../types.ts";
 
 /** How a queue is covered by live runtimes. */
 export interface QueueCoverage {
@@ -55,10 +55,25 @@ export async function queueCoverage(
 export async function queuesWithCoverage(
   client: Client,
   liveWithinMs = 90_000,
-): Promise<{ queues: QueueInfo[]; coverage: QueueCoverage[]; byName: Map<string, QueueCoverage> }> {
+): Promise<{
+  queues: QueueInfo[];
+  coverage: QueueCoverage[];
+  byName: Map<string, QueueCoverage>;
+  /** Each queue's stored limits (queues without a limits row are absent). */
+  limits: Map<string, QueueLimitInfo>;
+}> {
   const list = client.listQueues();
-  const [queues, coverage] = await Promise.all([list, queueCoverage(client, liveWithinMs, list)]);
-  return { queues, coverage, byName: new Map(coverage.map((c) => [c.queue, c])) };
+  const [queues, coverage, limits] = await Promise.all([
+    list,
+    queueCoverage(client, liveWithinMs, list),
+    client.listQueueLimits(),
+  ]);
+  return {
+    queues,
+    coverage,
+    byName: new Map(coverage.map((c) => [c.queue, c])),
+    limits: new Map(limits.map((l) => [l.queue, l])),
+  };
 }
 
 /** Why a job will not run when due, or null: no live runtime serves its queue, or none there handles its kind. */

@@ -29,6 +29,8 @@ export const MIGRATIONS: readonly { version: number; file: string }[] = [
   { version: 12, file: "0012_completion_compression.sql" },
   // A job's limit key on canonical's jobs and on queue storage's job tables, and parked.waiter (ADR 019).
   { version: 13, file: "0013_limit_key.sql" },
+  // Fleet-wide limits per queue: queue_limits, queues.limited and the rate limit's log (ADR 019).
+  { version: 14, file: "0014_queue_limits.sql" },
 ];
 
 /** The schema version this binary needs (workers run on any schema at or above it). */

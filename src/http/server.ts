@@ -114,7 +114,7 @@ export function createAdminServer(client: Client, opts: AdminServerOptions): Adm
     "/api/*",
     cors({
       origin: origins.length ? origins : "*",
-      allowMethods: ["GET", "POST", "DELETE", "OPTIONS"],
+      allowMethods: ["GET", "POST", "PUT", "DELETE", "OPTIONS"],
       allowHeaders: ["Content-Type", "Authorization", SIGNATURE_HEADER],
       maxAge: 600,
     }),

@@ -38,6 +38,19 @@ export interface ClaimRequest {
   prefetchTtlMs: number;
 }
 
+/** Why a claim of a limited queue came back short (ADR 019). */
+export interface Throttle {
+  /** The limit that cut the claim short. */
+  limit: "rate" | "concurrency" | "per_key";
+  /** Its use after the claim (claims in the current window, for a rate). */
+  inUse: number;
+  /** The earliest time the limit may have room again (rate); null: when an attempt of the queue ends. */
+  retryAt: Date | null;
+}
+
+/** The jobs a claim took, in claim order; `throttle` when a limit of the queue cut it short. */
+export type Claimed = Job[] & { throttle?: Throttle };
+
 /** An attempt: job id and run lease. */
 export interface AttemptRef {
   id: number;
@@ -229,8 +242,11 @@ export interface AttemptStore {
   readonly name: string;
   /** Inserts jobs through `db` (the pool or the caller's transaction); duplicates come back marked. */
   enqueue(db: Db, jobs: NewJob[]): Promise<Job[]>;
-  /** Claims jobs of a queue (none while it is paused). */
-  claim(req: ClaimRequest): Promise<Job[]>;
+  /**
+   * Claims jobs of a queue (none while it is paused; no more than its limits leave, and then `throttle`
+   * says which limit cut the claim short).
+   */
+  claim(req: ClaimRequest): Promise<Claimed>;
   /** Gives held (prefetched) attempts that never started back: their attempt is refunded, their run_at kept. */
   giveBack(items: AttemptRef[]): Promise<number[]>;
   /** Completes attempts in one statement; returns the ids that were still theirs to complete. */
@@ -323,7 +339,10 @@ export interface MaintenanceStore {
   promote(): Promise<number>;
   rescue(rescueAfterMs: number): Promise<MaintainedJob[]>;
   expireCallbacks(): Promise<MaintainedJob[]>;
-  /** Deletes finished jobs past retention (the routed engine also the rows of runtimes dead for an hour). */
+  /**
+   * Deletes finished jobs past retention (the routed engine also the rows of runtimes dead for an hour, and
+   * the limit log's rows older than their queue's window).
+   */
   cleanup(retention: Retention): Promise<number>;
   /** Refreshes the planner statistics of the job storage when missing or far behind; whether it did. */
   refreshStatistics(): Promise<boolean>;

@@ -28,6 +28,7 @@ import type {
   CallbackRecord,
   CallbackRegistration,
   CallbackResolution,
+  Claimed,
   ClaimRequest,
   CompleteOptions,
   Completion,
@@ -56,6 +57,7 @@ import { readStorageState } from "./shared/state.ts";
 import { abandonedAttempts, pruneRuntimes } from "./shared/runtimes.ts";
 import { enqueueJobs } from "./shared/enqueue.ts";
 import { type ProgressItem, pruneProgress, withProgress, writeProgress } from "./shared/progress.ts";
+import { pruneLimitLog } from "./shared/limits.ts";
 import { readKindMinute, SampleStore } from "./shared/samples.ts";
 import { cancelJob, getJob, listJobs, retryJob } from "./shared/sql_api.ts";
 import { JobNotFoundError, ValidationError } from "../errors.ts";
@@ -201,14 +203,19 @@ export class RoutedEngine implements StorageEngine {
     return enqueueJobs(db, this.names, jobs);
   }
 
-  async claim(req: ClaimRequest): Promise<Job[]> {
-    const out: Job[] = [];
+  async claim(req: ClaimRequest): Promise<Claimed> {
+    const out: Claimed = [];
     for (const e of await this.active()) {
       const limit = req.limit - out.length;
       if (limit <= 0) break;
       const jobs = await e.claim({ ...req, limit, free: Math.max(0, req.free - out.length) });
       for (const j of jobs) this.owners.set(`${j.id}:${j.lease}`, e);
       out.push(...jobs);
+      // A limit of the queue cut this engine's claim short: the other engine's would be cut too.
+      if (jobs.throttle) {
+        out.throttle = jobs.throttle;
+        break;
+      }
     }
     return out;
   }
@@ -437,6 +444,7 @@ export class RoutedEngine implements StorageEngine {
     for (const e of engines) n += await e.cleanup(retention);
     await pruneRuntimes(this.db, this.names);
     await pruneProgress(this.db, this.names, Math.max(retention.completed, retention.failed));
+    await pruneLimitLog(this.db, this.names);
     return n;
   }
   async refreshStatistics(): Promise<boolean> {

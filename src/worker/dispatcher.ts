@@ -36,12 +36,13 @@
  * may be waiting) or jobs are held. A failed claim is retried after twice `pollInterval`, doubling with each
  * further failure up to 10 s.
  */
-import type { AttemptRef, KindPolicy, WorkerStore } from "../storage/engine.ts";
-import type { Job, Logger } from "../types.ts";
+import type { AttemptRef, Claimed, KindPolicy, WorkerStore } from "../storage/engine.ts";
+import type { Job, Logger, QueueLimit } from "../types.ts";
 import { execute, type ExecutorDeps, type InFlight } from "./executor.ts";
 import { sleep, Wakeup } from "../timing.ts";
 import { nextMacrotask } from "../platform/platform.ts";
-import { type HistogramHandle, timed } from "../metrics/registry.ts";
+import { type CounterHandle, type HistogramHandle, timed } from "../metrics/registry.ts";
+import { limitToSql } from "../storage/shared/limits.ts";
 import { ValidationError } from "../errors.ts";
 
 /** Per-queue settings. */
@@ -54,6 +55,11 @@ export interface QueueConfig {
   prefetch?: number;
   /** How long a prefetched job may wait for a slot before it goes back, in ms (default 10 000). */
   prefetchTtl?: number;
+  /**
+   * Fleet-wide limits of the queue, seeded into the database when it has none for the queue (the stored
+   * row wins: `svc queue limit`, the REST API and the UI change it for every process).
+   */
+  limit?: QueueLimit;
 }
 
 /** Largest `prefetch`. */
@@ -75,6 +81,8 @@ export interface DispatcherContext {
   pollInterval?: number;
   /** Observes the run time of each claim statement (seconds). */
   claimTimer?: HistogramHandle;
+  /** Counts this queue's claims that a limit cut short, by limit. */
+  throttled?: (limit: string) => CounterHandle;
 }
 
 /** A prefetched job and when it was claimed. */
@@ -106,6 +114,8 @@ export class Dispatcher {
   private lastPauseCheck = 0;
   /** After a refill claim came back short, no refill before this time unless a NOTIFY wakes the loop. */
   private refillAfter = 0;
+  /** A rate limit cut the last claim short: no claim before this time (a NOTIFY does not end the wait). */
+  private throttledUntil = 0;
 
   private readonly engine: WorkerStore;
   private readonly deps: ExecutorDeps;
@@ -135,6 +145,13 @@ export class Dispatcher {
     }
     if (!Number.isFinite(this.prefetchTtl) || this.prefetchTtl < 100) {
       throw new ValidationError(`queues.${queue}.prefetchTtl must be at least 100 ms`);
+    }
+    if (cfg.limit !== undefined) {
+      try {
+        limitToSql(cfg.limit);
+      } catch (e) {
+        throw new ValidationError(`queues.${queue}.${(e as Error).message}`);
+      }
     }
   }
 
@@ -282,6 +299,13 @@ export class Dispatcher {
         await wakeup.wait(Math.min(this.pollInterval, untilExpiry));
         continue;
       }
+      const throttledFor = this.throttledUntil - Date.now();
+      if (throttledFor > 0) {
+        // Held jobs still start as slots free (the top of the loop feeds them); the loop goes round at
+        // least every poll interval, so that it still counts as alive.
+        await wakeup.wait(Math.min(this.pollInterval, untilExpiry, throttledFor));
+        continue;
+      }
       if (ahead === 0 && intoSlots < this.share && this.running > 0 && !yielded) {
         // Some attempts are still finishing: let everything that completes in this macrotask free its
         // slot first, so one claim takes them all instead of one claim per freed slot.
@@ -293,7 +317,7 @@ export class Dispatcher {
       const limit = intoSlots + ahead;
       this.reserved += intoSlots;
       this.reservedAhead += ahead;
-      let claimed: Job[];
+      let claimed: Claimed;
       try {
         claimed = await timed(this.ctx.claimTimer, () =>
           this.engine.claim({
@@ -316,6 +340,19 @@ export class Dispatcher {
         this.reservedAhead -= ahead;
       }
       this.backlog = claimed.length >= limit;
+      if (claimed.throttle) {
+        // A limit cut the claim short (ADR 019): a rate has room again at retryAt; a unit of a concurrency
+        // limit frees when an attempt of the queue ends (this process's own freed slot wakes the loop).
+        const t = claimed.throttle;
+        this.ctx.throttled?.(t.limit).inc();
+        this.backlog = false;
+        this.throttledUntil = t.retryAt ? Math.max(t.retryAt.getTime(), Date.now() + 1) : Date.now() + 25;
+        this.logger.debug(
+          `svc: queue ${this.queue} is limited (${t.limit}, ${t.inUse} in use); claiming again in ${
+            this.throttledUntil - Date.now()
+          } ms`,
+        );
+      }
       // A short refill: the queue had fewer jobs than asked. Freed slots take held jobs, but the next
       // refill waits for a NOTIFY or the poll interval instead of a claim per freed slot.
       if (ahead > 0 || this.backlog) this.refillAfter = this.backlog ? 0 : Date.now() + this.pollInterval;

@@ -12,6 +12,7 @@ import { SchemaOutdatedError, SvcError, ValidationError } from "../errors.ts";
 import { env, hostname, pid } from "../platform/platform.ts";
 import type { Job, Logger, ReadinessReport } from "../types.ts";
 import { RoutedEngine } from "../storage/routed.ts";
+import { setQueueLimit } from "../storage/shared/limits.ts";
 import { Dispatcher } from "./dispatcher.ts";
 import { type ExecutorDeps, fail, type InFlight } from "./executor.ts";
 import { Completer } from "./completer.ts";
@@ -161,6 +162,9 @@ export function createWorker<T extends object = AnyTasks>(opts: WorkerOptions<T>
         policies,
         callbackTimeoutsMs,
         claimTimer: metrics?.f.svc_claim_duration_seconds.with(metrics.queueLabel(queue)),
+        throttled: metrics
+          ? (limit) => metrics.f.svc_limit_throttled_total.with(metrics.queueLabel(queue), limit)
+          : undefined,
       }),
     );
   }
@@ -256,6 +260,10 @@ export function createWorker<T extends object = AnyTasks>(opts: WorkerOptions<T>
         }
         await engine.mode(); // a worker of only queue storage on a canonical database is refused here
         if (cronDefs.length) await engine.cron.upsert(cronDefs, id);
+        // A queue's `limit` option seeds its limits row when it has none; the stored row wins.
+        for (const [queue, cfg] of Object.entries(opts.queues)) {
+          if (cfg.limit) await setQueueLimit(db, names, queue, cfg.limit, id, true);
+        }
       };
       await connectWithin(preflight, {
         timeoutMs: connectTimeout,

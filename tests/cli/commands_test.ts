@@ -221,13 +221,13 @@ Deno.test("svc queue: list with counts, paused and age; pause; resume", async ()
     const text = ok(await run("list"));
     assert.match(
       text,
-      /^QUEUE\s+PAUSED\s+AVAILABLE\s+SCHEDULED\s+RUNNING\s+WAITING\s+RETRYABLE\s+COMPLETED\s+FAILED\s+CANCELLED\s+OLDEST\s+RUNTIMES\s+NOT RUN\n/,
+      /^QUEUE\s+PAUSED\s+AVAILABLE\s+SCHEDULED\s+RUNNING\s+WAITING\s+RETRYABLE\s+COMPLETED\s+FAILED\s+CANCELLED\s+OLDEST\s+RUNTIMES\s+LIMIT\s+NOT RUN\n/,
     );
     assert.match(
       text,
-      /\nmail\s+yes\s+2\s+0\s+0\s+0\s+0\s+0\s+0\s+0\s+(89|9\d|1\d\d)s\s+0\s+no live runtime serves this queue\n/,
+      /\nmail\s+yes\s+2\s+0\s+0\s+0\s+0\s+0\s+0\s+0\s+(89|9\d|1\d\d)s\s+0\s+-\s+no live runtime serves this queue\n/,
     );
-    assert.match(text, /\nreports\s+no\s+0\s+1\s+.*-\s+0\s+-\n$/);
+    assert.match(text, /\nreports\s+no\s+0\s+1\s+.*-\s+0\s+-\s+-\n$/);
 
     assert.equal(ok(await run("resume", "mail")), "queue mail resumed\n");
     assert.equal(JSON.parse(ok(await run("list", "--json"))).queues[0].paused, false);

@@ -1,6 +1,6 @@
 /** Claims jobs straight through the storage engine, as a worker's dispatcher would. */
 import type { Client } from "../../src/client/client.ts";
-import type { Job } from "../../src/types.ts";
+import type { Claimed } from "../../src/storage/engine.ts";
 
 /** Claims up to `limit` jobs of `queue` for `runtimeId`; `timeoutsMs` and `callbackTimeoutsMs` per kind. */
 export function claim(
@@ -10,7 +10,7 @@ export function claim(
   runtimeId: string,
   timeoutsMs: Record<string, number> = {},
   callbackTimeoutsMs: Record<string, number> = {},
-): Promise<Job[]> {
+): Promise<Claimed> {
   return client.engine.claim({
     queue,
     limit,

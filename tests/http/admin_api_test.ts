@@ -122,12 +122,14 @@ Deno.test("GET /api/queues, POST pause and resume; invalid queue names are 400",
     assert.deepEqual(Object.keys(q).sort(), [
       "approximate",
       "counts",
+      "limit",
       "live_runtimes",
       "name",
       "oldest_available_age_seconds",
       "paused",
       "unhandled_kinds",
     ]);
+    assert.equal(q.limit, null, "no limits row");
     assert.deepEqual(q.approximate, []);
     assert.equal(q.counts.available, 1);
     assert.equal(typeof q.oldest_available_age_seconds, "number");
@@ -149,6 +151,54 @@ Deno.test("GET /api/queues, POST pause and resume; invalid queue names are 400",
 
     assertError(await call("POST", "/api/queues/bad%20name/pause"), 400, "invalid_request");
     assertError(await call("POST", `/api/queues/${"x".repeat(49)}/resume`), 400, "invalid_request");
+  }));
+
+Deno.test("PUT, GET and DELETE /api/queues/:name/limit: a rate set, shown with its use, refused values 400", () =>
+  withApi(async ({ client, call }) => {
+    await client.enqueue("a", {}, { queue: "mail" });
+    assert.deepEqual((await call("GET", "/api/queues/mail/limit")).body, { limit: null });
+    const set = await call("PUT", "/api/queues/mail/limit", { rate: 20, per_ms: 1000 });
+    assert.equal(set.status, 200, JSON.stringify(set.body));
+    assert.equal(set.body.limit.rate, 20);
+    assert.equal(set.body.limit.per_ms, 1000);
+    assert.equal(set.body.limit.set_by, "api");
+    assert.equal(set.body.limit.concurrency, null);
+    assert.deepEqual(set.body.limit.in_use, { rate: 0 });
+    assert.ok(Date.parse(set.body.limit.rate_in_force_at) > Date.now() - 10_000);
+    const [q] = (await call("GET", "/api/queues")).body.queues;
+    assert.equal(q.limit.rate, 20, "the queue list carries the limit");
+    assert.equal((await call("GET", "/api/queues/mail/limit")).body.limit.rate, 20);
+
+    for (
+      const bad of [
+        { rate: 20 },
+        { rate: 0, per_ms: 1000 },
+        { rate: 5, per_ms: 86_400_001 },
+        { rate: 1.5, per_ms: 10 },
+        { burst: 1 },
+        { concurrency: 3 },
+        { per_key: 1 },
+        { count_parked: "yes" },
+      ]
+    ) {
+      assertError(await call("PUT", "/api/queues/mail/limit", bad), 400, "invalid_request");
+    }
+    assertError(
+      await call("PUT", "/api/queues/bad%20name/limit", { rate: 1, per_ms: 1 }),
+      400,
+      "invalid_request",
+    );
+    assert.equal(
+      (await call("GET", "/api/queues/mail/limit")).body.limit.rate,
+      20,
+      "a refused change changes nothing",
+    );
+
+    const cleared = await call("PUT", "/api/queues/mail/limit", {});
+    assert.equal(cleared.body.limit.rate, null);
+    assert.deepEqual((await call("DELETE", "/api/queues/mail/limit")).body, { reset: true });
+    assert.deepEqual((await call("DELETE", "/api/queues/mail/limit")).body, { reset: false });
+    assert.deepEqual((await call("GET", "/api/queues/mail/limit")).body, { limit: null });
   }));
 
 Deno.test("GET /api/jobs: filters, text search, newest first, keyset pagination", () =>

@@ -49,11 +49,17 @@ Deno.test("read-only: every mutating route of the table answers 503 read_only be
       "/jobs/bulk-cancel",
       "/jobs/bulk-delete",
       "/jobs/bulk-retry",
+      "/queues/:name/limit",
+      "/queues/:name/limit",
       "/queues/:name/pause",
       "/queues/:name/resume",
     ]);
     assert.ok(
-      mutating.every((r) => r.method === "POST" || (r.method === "DELETE" && r.path === "/jobs/:id")),
+      mutating.every((r) =>
+        r.method === "POST" ||
+        (r.method === "DELETE" && ["/jobs/:id", "/queues/:name/limit"].includes(r.path)) ||
+        (r.method === "PUT" && r.path === "/queues/:name/limit")
+      ),
     );
     // Beside the reads, only the login form's session routes are POSTs that change no job.
     assert.deepEqual(

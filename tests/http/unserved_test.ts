@@ -59,8 +59,8 @@ Deno.test("unserved queues and unhandled kinds are flagged on the dashboard's st
 
       const cli = await svcIn(schema, ["queue", "list"]);
       assert.equal(cli.code, 0, cli.stderr);
-      assert.match(cli.stdout, /\ndefault\s+yes\s+2\s.*\s1\s+no handler for b\n/);
-      assert.match(cli.stdout, /\nnowhere\s+no\s+1\s.*\s0\s+no live runtime serves this queue\n/);
+      assert.match(cli.stdout, /\ndefault\s+yes\s+2\s.*\s1\s+-\s+no handler for b\n/);
+      assert.match(cli.stdout, /\nnowhere\s+no\s+1\s.*\s0\s+-\s+no live runtime serves this queue\n/);
       const json = JSON.parse((await svcIn(schema, ["queue", "list", "--json"])).stdout);
       const d = json.queues.find((q: any) => q.name === "default");
       assert.deepEqual([d.live_runtimes, d.unhandled_kinds], [1, ["b"]]);

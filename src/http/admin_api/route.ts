@@ -87,7 +87,7 @@ export type ErrorCode =
 
 /** One admin API route. */
 export interface ApiRoute {
-  method: "GET" | "POST" | "DELETE";
+  method: "GET" | "POST" | "PUT" | "DELETE";
   /** Path under `/api`, with `:name` parameters (e.g. `/jobs/:id/retry`). */
   path: string;
   /** OpenAPI operation id. */

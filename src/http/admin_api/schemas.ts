@@ -156,6 +156,36 @@ export const SCHEMAS: Record<string, Schema> = {
         items: { type: "string" },
         description: "kinds with available jobs here that none of those runtimes has a handler for",
       },
+      limit: {
+        oneOf: [{ $ref: "#/components/schemas/QueueLimit" }, { type: "null" }],
+        description: "the queue's fleet-wide limits and their use; null when it has no limits row",
+      },
+    },
+  },
+  QueueLimit: {
+    type: "object",
+    properties: {
+      concurrency: { type: ["integer", "null"], description: "at most this many attempts open at once" },
+      rate: { type: ["integer", "null"], description: "at most this many claims in any window of per_ms" },
+      per_ms: { type: ["integer", "null"], description: "the rate's window in milliseconds" },
+      per_key: { type: ["integer", "null"], description: "at most this many attempts open per limit key" },
+      count_parked: { type: "boolean", description: "attempts parked for an HTTP callback hold a unit" },
+      rate_in_force_at: {
+        type: ["string", "null"],
+        format: "date-time",
+        description: "a rate counts claims from when it was set and is enforced one window later",
+      },
+      in_use: {
+        type: "object",
+        properties: {
+          rate: { type: ["integer", "null"], description: "jobs claimed in the current window" },
+        },
+      },
+      set_by: {
+        type: "string",
+        description: "cli, api, ui, client, sql, or the id of the runtime that seeded it",
+      },
+      updated_at: { type: "string", format: "date-time" },
     },
   },
   Cron: {

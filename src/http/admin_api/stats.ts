@@ -68,13 +68,13 @@ export const statsRoutes = [
     },
     errors: [],
     async handler({ client }) {
-      const [{ queues, coverage, byName }, points] = await Promise.all([
+      const [{ queues, coverage, byName, limits }, points] = await Promise.all([
         queuesWithCoverage(client),
         client.engine.throughput(THROUGHPUT_MINUTES),
       ]);
       return {
         ...sumCounts(queues),
-        queues: queues.map((q) => queueToJson(q, byName.get(q.name))),
+        queues: queues.map((q) => queueToJson(q, byName.get(q.name), limits.get(q.name))),
         unserved: coverage
           .filter((c) => c.available > 0 && (c.liveRuntimes === 0 || c.unhandledKinds.length > 0))
           .map((c) => ({

@@ -9,17 +9,24 @@
 import type { Db } from "../../db/connection.ts";
 import type { SchemaNames } from "../../db/names.ts";
 import type { Job } from "../../types.ts";
-import type { ClaimRequest } from "../engine.ts";
+import type { Claimed, ClaimRequest } from "../engine.ts";
+import { throttleOf } from "../shared/limits.ts";
 import { policiesJson } from "../shared/attempts.ts";
 import { jobFromJson } from "../../wire.ts";
 
-/** The jobs to claim: `$1` queue, `$2` limit, numbered in claim order; none while the queue is paused. */
-function nextCte(n: SchemaNames): string {
+/**
+ * The jobs to claim: `$1` queue, `$2` limit, numbered in claim order; none while the queue is paused, and
+ * none through the plain claim while it is limited (its claims go through `claimLimited`, which takes the
+ * queue's claim lock and the budget first).
+ */
+function nextCte(n: SchemaNames, limited = false): string {
   return `next as (
        select id, row_number() over (order by priority, run_at, id) as n from (
          select id, priority, run_at from ${n.q}.jobs
           where state = 'available' and queue = $1
-            and not exists (select 1 from ${n.q}.queues q where q.name = $1 and q.paused)
+            and not exists (select 1 from ${n.q}.queues q where q.name = $1 and ${
+    limited ? "q.paused" : "(q.paused or q.limited)"
+  })
           order by priority, run_at, id
           limit $2
           for update skip locked) c)`;
@@ -62,7 +69,7 @@ const REGISTER_HTTP_CALLBACK = `,
  * `req.callbackTimeoutsMs` (HTTP workers) get a callback registered in the same statement: one commit
  * fewer per HTTP job.
  */
-export async function claimJobs(db: Db, n: SchemaNames, req: ClaimRequest): Promise<Job[]> {
+export async function claimJobs(db: Db, n: SchemaNames, req: ClaimRequest, limited = false): Promise<Job[]> {
   const params: unknown[] = [
     req.queue,
     req.limit,
@@ -71,11 +78,11 @@ export async function claimJobs(db: Db, n: SchemaNames, req: ClaimRequest): Prom
     req.free,
     Math.max(0, Math.round(req.prefetchTtlMs)),
   ];
-  let text = `with ${nextCte(n)}
+  let text = `with ${nextCte(n, limited)}
      ${claimUpdate(n, "")}`;
   if (Object.keys(req.callbackTimeoutsMs).length > 0) {
     params.push(JSON.stringify(req.callbackTimeoutsMs));
-    text = `with ${nextCte(n)},
+    text = `with ${nextCte(n, limited)},
      claimed as (
        ${claimUpdate(n, REGISTER_HTTP_CALLBACK)}),
      superseded as (
@@ -95,4 +102,32 @@ export async function claimJobs(db: Db, n: SchemaNames, req: ClaimRequest): Prom
     else job.attemptedAt = job.claimedAt;
     return job;
   }));
+}
+
+/**
+ * The claim of a limited queue (ADR 019), in one transaction: the queue's claim lock (queue storage's key,
+ * so that while the storage transition is mixed both engines' claims take turns) and the budget its limits
+ * leave, then the claim of at most that many, then a `limit_log` row for a rate. `limited` false: the queue
+ * turned out to have no limit (its claim ran as a plain one).
+ */
+export function claimLimited(
+  db: Db,
+  n: SchemaNames,
+  req: ClaimRequest,
+): Promise<{ jobs: Claimed; limited: boolean }> {
+  return db.begin(async (tx) => {
+    const [b] = await tx.query(`select * from ${n.q}.limit_budget($1, $2, true)`, [req.queue, req.limit]);
+    const budget = Number(b.budget);
+    const jobs: Claimed = budget > 0
+      ? await claimJobs(tx, n, { ...req, limit: budget, free: Math.min(req.free, budget) }, true)
+      : [];
+    if (jobs.length > 0 && b.log) {
+      await tx.query(`insert into ${n.q}.limit_log (queue, at, n) values ($1, now(), $2)`, [
+        req.queue,
+        jobs.length,
+      ]);
+    }
+    if (b.throttled) jobs.throttle = throttleOf({ ...b, in_use: Number(b.in_use ?? 0) + jobs.length });
+    return { jobs, limited: b.log === true };
+  });
 }

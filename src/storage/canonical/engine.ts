@@ -13,6 +13,7 @@ import type {
   CallbackRecord,
   CallbackRegistration,
   CallbackResolution,
+  Claimed,
   ClaimRequest,
   CompleteOptions,
   Completion,
@@ -36,7 +37,7 @@ import type {
 } from "../engine.ts";
 import { enqueueJobs } from "../shared/enqueue.ts";
 import { DEPTH_CAP, readDepths, readKindMinute, SampleStore } from "../shared/samples.ts";
-import { claimJobs } from "./claim.ts";
+import { claimJobs, claimLimited } from "./claim.ts";
 import { completeJobs } from "./complete.ts";
 import { failJob, giveBack, heartbeatJobs, parkJobs, snoozeJob } from "./outcomes.ts";
 import { bulkCancel, bulkRetry, deleteJob } from "./admin.ts";
@@ -48,7 +49,7 @@ import {
   refreshStatistics,
   rescueStale,
 } from "./maintenance.ts";
-import { queueDeclared, queuePaused, setQueuePaused } from "../shared/queues.ts";
+import { queueDeclared, queueLimited, queuePaused, setQueuePaused } from "../shared/queues.ts";
 import {
   type CallbackSql,
   getCallback,
@@ -96,9 +97,30 @@ export class CanonicalEngine implements StorageEngine {
   enqueue(db: Db, jobs: NewJob[]): Promise<Job[]> {
     return enqueueJobs(db, this.names, jobs);
   }
-  claim(req: ClaimRequest): Promise<Job[]> {
-    return claimJobs(this.db, this.names, req);
+  /**
+   * Claims jobs. A limited queue's claims go through `claimLimited`; the plain claim claims nothing of a
+   * limited queue, so an empty plain claim looks up (at most once a second per queue) whether the queue
+   * became limited, and the limited claim finds out when it no longer is.
+   */
+  async claim(req: ClaimRequest): Promise<Claimed> {
+    if (this.limitedQueues.has(req.queue)) {
+      const r = await claimLimited(this.db, this.names, req);
+      if (!r.limited) this.limitedQueues.delete(req.queue);
+      return r.jobs;
+    }
+    const jobs = await claimJobs(this.db, this.names, req);
+    if (jobs.length > 0) return jobs;
+    const now = Date.now();
+    if (now - (this.limitLookups.get(req.queue) ?? 0) < 1_000) return jobs;
+    this.limitLookups.set(req.queue, now);
+    if (!(await queueLimited(this.db, this.names, req.queue))) return jobs;
+    this.limitedQueues.add(req.queue);
+    return this.claim(req);
   }
+  /** Queues found limited: their claims take the claim lock and the budget first. */
+  private readonly limitedQueues = new Set<string>();
+  /** When each queue was last looked up after an empty claim. */
+  private readonly limitLookups = new Map<string, number>();
   giveBack(items: AttemptRef[]): Promise<number[]> {
     return giveBack(this.db, this.names, items);
   }

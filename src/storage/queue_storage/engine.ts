@@ -19,6 +19,7 @@ import type { Job, JobPage, JobState, ListJobsOptions, QueueInfo, RuntimeInfo } 
 import { JOB_STATES, TERMINAL_STATES } from "../../types.ts";
 import { jobFromJson } from "../../wire.ts";
 import { notDeletable } from "../shared/delete.ts";
+import { throttleOf } from "../shared/limits.ts";
 import { readJobErrors, storedErrorText } from "../../job_errors.ts";
 import type {
   AbandonedAttemptReport,
@@ -26,6 +27,7 @@ import type {
   CallbackRecord,
   CallbackRegistration,
   CallbackResolution,
+  Claimed,
   ClaimRequest,
   CompleteOptions,
   Completion,
@@ -185,9 +187,9 @@ export class QueueStorageEngine implements StorageEngine {
     return enqueueJobs(db, this.names, jobs);
   }
 
-  async claim(req: ClaimRequest): Promise<Job[]> {
+  async claim(req: ClaimRequest): Promise<Claimed> {
     const rows = await this.db.query(
-      `select * from ${this.qsSchema}.claim($1, $2, $3, $4, $5::text::jsonb, $6::text::jsonb, $7, $8::text::bigint[])`,
+      `select * from ${this.qsSchema}.claim_next($1, $2, $3, $4, $5::text::jsonb, $6::text::jsonb, $7, $8::text::bigint[])`,
       [
         req.queue,
         req.limit,
@@ -199,13 +201,17 @@ export class QueueStorageEngine implements StorageEngine {
         this.exhaustedFor(req.queue),
       ],
     );
-    return rows.map((r) => {
+    const last = rows[rows.length - 1];
+    const throttle = last && last.job_id === null ? throttleOf(rows.pop()!) : undefined;
+    const jobs: Claimed = rows.map((r) => {
       const job = claimedJob(r);
       const loc: Locator = { slot: Number(r.slot), claim: Number(r.claim_id) };
       if (r.unique_key !== null) loc.unique_key = r.unique_key;
       this.locators.set(`${job.id}:${job.lease}`, loc);
       return job;
     });
+    if (throttle) jobs.throttle = throttle;
+    return jobs;
   }
 
   /**

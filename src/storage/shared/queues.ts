@@ -22,6 +22,12 @@ export async function queuePaused(db: Db, n: SchemaNames, name: string): Promise
   return rows[0]?.paused === true;
 }
 
+/** Whether a queue has fleet-wide limits (its claims count them under the queue's claim lock). */
+export async function queueLimited(db: Db, n: SchemaNames, name: string): Promise<boolean> {
+  const rows = await db.query(`select limited from ${n.q}.queues where name = $1`, [name]);
+  return rows[0]?.limited === true;
+}
+
 /** Whether a queue has a queues row or a live runtime serving it (engines add: or a job). */
 export async function queueDeclared(
   db: Db,

@@ -1,0 +1,167 @@
+-- Fleet-wide limits per queue (ADR 019): the limits row, its setter, and the budget a claim may take.
+--
+-- Every claim of a limited queue, on either engine, runs under the queue's claim lock
+-- (svc_qs.claim_lock_key) and asks limit_budget how many jobs it may take; a claim of a rate-limited
+-- queue that took jobs writes one limit_log row. Nothing is written when a job ends.
+
+-- A queue's limits as every JSON surface shows them, with their use (in_use.rate: the jobs claimed in the
+-- rate's current window); null when the queue has no limits row.
+create or replace function queue_limit_json(l queue_limits) returns jsonb language sql stable set search_path from current as $$
+  select case when l.queue is not null then jsonb_build_object(
+    'concurrency', l.concurrency, 'rate', l.rate, 'per_ms', l.per_ms, 'per_key', l.per_key,
+    'count_parked', l.count_parked,
+    'rate_in_force_at', iso(l.rate_logged_since + l.per_ms * interval '1 millisecond'),
+    'in_use', jsonb_build_object('rate', case when l.rate is not null then (
+      select coalesce(sum(g.n), 0) from limit_log g
+       where g.queue = l.queue and g.at > now() - l.per_ms * interval '1 millisecond') end),
+    'set_by', l.set_by, 'updated_at', iso(l.updated_at)) end
+$$;
+
+-- Sets the limits of queue p_queue from p_limit ({concurrency, rate, per_ms, per_key, count_parked}; a
+-- missing or null field is no limit of that kind, so {} clears every limit but keeps the row, and no
+-- worker seeds one again). p_seed: only when the queue has no row yet (a worker's option), returning the
+-- row that stands. Raises 22023 naming a bad value. Runs under the queue's claim lock, so a claim sees
+-- either the old limits or the new ones; the queue's workers are woken.
+create or replace function set_queue_limit(p_queue text, p_limit jsonb, p_set_by text, p_seed boolean default false)
+returns jsonb language plpgsql set search_path from current set jit = off as $$
+declare
+  v_old queue_limits;
+  v_new queue_limits;
+  v_int integer;
+  k text;
+begin
+  if p_queue is null or p_queue !~ '^[A-Za-z0-9_.-]{1,48}$' then
+    raise exception 'svc.limit: queue name must be 1 to 48 characters of A-Z a-z 0-9 _ . -' using errcode = '22023';
+  end if;
+  if p_limit is null or jsonb_typeof(p_limit) <> 'object' then
+    raise exception 'svc.limit: the limit must be a JSON object' using errcode = '22023';
+  end if;
+  for k in select jsonb_object_keys(p_limit) loop
+    if k not in ('concurrency', 'rate', 'per_ms', 'per_key', 'count_parked') then
+      raise exception 'svc.limit: unknown field %; the fields are concurrency, rate, per_ms, per_key, count_parked', k
+        using errcode = '22023';
+    end if;
+    if k = 'count_parked' then
+      if jsonb_typeof(p_limit -> k) not in ('boolean', 'null') then
+        raise exception 'svc.limit: count_parked must be true or false' using errcode = '22023';
+      end if;
+      continue;
+    end if;
+    if jsonb_typeof(p_limit -> k) = 'null' then
+      continue;
+    end if;
+    if jsonb_typeof(p_limit -> k) <> 'number' or (p_limit ->> k)::numeric <> trunc((p_limit ->> k)::numeric)
+       or (p_limit ->> k)::numeric not between 1 and (case when k = 'per_ms' then 86400000 else 2147483647 end) then
+      raise exception 'svc.limit: % must be an integer from 1 to %', k,
+        case when k = 'per_ms' then '86400000 (24 hours)' else '2147483647' end using errcode = '22023';
+    end if;
+  end loop;
+  if (p_limit ->> 'rate') is null <> ((p_limit ->> 'per_ms') is null) then
+    raise exception 'svc.limit: rate and per_ms go together (at most rate claims in any window of per_ms)'
+      using errcode = '22023';
+  end if;
+  if (p_limit ->> 'concurrency') is not null or (p_limit ->> 'per_key') is not null then
+    raise exception 'svc.limit: concurrency and per-key limits are not available yet; rate limits are'
+      using errcode = '0A000';
+  end if;
+
+  perform pg_advisory_xact_lock(svc_qs.claim_lock_key(p_queue));
+  select * into v_old from queue_limits where queue = p_queue;
+  if found and p_seed then
+    return queue_limit_json(v_old);
+  end if;
+  v_new.queue := p_queue;
+  v_new.concurrency := (p_limit ->> 'concurrency')::integer;
+  v_new.rate := (p_limit ->> 'rate')::integer;
+  v_new.per_ms := (p_limit ->> 'per_ms')::integer;
+  v_new.per_key := (p_limit ->> 'per_key')::integer;
+  v_new.count_parked := coalesce((p_limit ->> 'count_parked')::boolean, false);
+  -- The log holds every claim since the rate was added; a longer window than before is complete only as
+  -- far back as the old window reached (the leader keeps each queue's rows for its window).
+  v_new.rate_logged_since := case
+    when v_new.rate is null then null
+    when v_old.rate is null then now()
+    else greatest(v_old.rate_logged_since, now() - v_old.per_ms * interval '1 millisecond') end;
+  insert into queue_limits (queue, concurrency, rate, per_ms, per_key, count_parked, rate_logged_since, set_by,
+                            updated_at)
+  values (p_queue, v_new.concurrency, v_new.rate, v_new.per_ms, v_new.per_key, v_new.count_parked,
+          v_new.rate_logged_since, coalesce(p_set_by, 'sql'), now())
+  on conflict (queue) do update set
+    concurrency = excluded.concurrency, rate = excluded.rate, per_ms = excluded.per_ms, per_key = excluded.per_key,
+    count_parked = excluded.count_parked, rate_logged_since = excluded.rate_logged_since,
+    set_by = excluded.set_by, updated_at = excluded.updated_at
+  returning * into v_new;
+  insert into queues (name, limited) values (p_queue, v_new.rate is not null)
+  on conflict (name) do update set limited = excluded.limited, updated_at = now();
+  if v_new.rate is null then
+    delete from limit_log where queue = p_queue;
+  end if;
+  perform pg_notify(current_schema() || '_jobs', p_queue);
+  return queue_limit_json(v_new);
+end $$;
+
+-- Deletes the limits row of p_queue (a worker's option may seed one again); true when there was one.
+create or replace function reset_queue_limit(p_queue text) returns boolean
+language plpgsql set search_path from current set jit = off as $$
+declare
+  v_found boolean;
+begin
+  perform pg_advisory_xact_lock(svc_qs.claim_lock_key(p_queue));
+  delete from queue_limits where queue = p_queue;
+  v_found := found;
+  update queues set limited = false, updated_at = now() where name = p_queue and limited;
+  delete from limit_log where queue = p_queue;
+  perform pg_notify(current_schema() || '_jobs', p_queue);
+  return v_found;
+end $$;
+
+-- How many of p_want jobs a claim of queue p_queue may take now, and when it is cut short, why: throttled
+-- names the limit ('rate'), in_use its use (claims in the current window), retry_at the earliest time the
+-- window may have room again (when its oldest claim, or this one, leaves it). log: the claim writes a limit_log row for what it takes. With p_lock it takes the
+-- queue's claim lock first (the canonical claim; queue storage's claim holds it already); each statement
+-- below starts after the lock was granted, so it sees every claim of the queue committed before.
+create or replace function limit_budget(p_queue text, p_want integer, p_lock boolean default false)
+returns table (budget integer, throttled text, in_use integer, retry_at timestamptz, log boolean)
+language plpgsql volatile set search_path from current set jit = off as $$
+declare
+  l queue_limits;
+  v_used bigint;
+  v_oldest timestamptz;
+begin
+  if p_lock then
+    perform pg_advisory_xact_lock(svc_qs.claim_lock_key(p_queue));
+  end if;
+  select * into l from queue_limits q where q.queue = p_queue;
+  if not found or l.rate is null then
+    return query select p_want, null::text, null::integer, null::timestamptz, false;
+    return;
+  end if;
+  if now() < l.rate_logged_since + l.per_ms * interval '1 millisecond' then
+    -- Counting since the rate was set: not in force until the log covers a whole window.
+    return query select p_want, null::text, null::integer, null::timestamptz, true;
+    return;
+  end if;
+  select coalesce(sum(g.n), 0), min(g.at) into v_used, v_oldest
+    from limit_log g where g.queue = p_queue and g.at > now() - l.per_ms * interval '1 millisecond';
+  if l.rate - v_used >= p_want then
+    return query select p_want, null::text, v_used::integer, null::timestamptz, true;
+  else
+    return query select greatest(l.rate - v_used, 0)::integer, 'rate'::text, v_used::integer,
+                        coalesce(v_oldest, now()) + l.per_ms * interval '1 millisecond', true;
+  end if;
+end $$;
+
+-- The leader's duty: limit_log rows older than their queue's window (and every row of a queue that no
+-- longer has a rate). Returns how many it deleted.
+create or replace function prune_limit_log() returns bigint
+language plpgsql set search_path from current set jit = off as $$
+declare
+  v_n bigint;
+begin
+  delete from limit_log g
+   where not exists (select 1 from queue_limits l
+                      where l.queue = g.queue and l.rate is not null
+                        and g.at > now() - l.per_ms * interval '1 millisecond' - interval '1 second');
+  get diagnostics v_n = row_count;
+  return v_n;
+end $$;
