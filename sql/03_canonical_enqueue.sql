@@ -42,11 +42,13 @@ declare
   x jsonb;
   v_existing jsonb;
 begin
+  -- A field the client left at its default (queue 'default', priority 2, max_attempts 25) is not sent.
   with inp as (
-    select i.kind, i.queue, i.args, i.priority, i.max_attempts, i.tags, i.metadata, i.trace_context, i.limit_key,
+    select i.kind, coalesce(i.queue, 'default') as queue, i.args, coalesce(i.priority, 2) as priority,
+           coalesce(i.max_attempts, 25) as max_attempts, i.tags, i.metadata, i.trace_context, i.limit_key,
            (i.o - 1)::integer as ord, coalesce(i.run_at, now()) as due,
            coalesce(i.unique_key, case when i."unique" is not null
-             then opts_unique_key(i.kind, i.args, i.queue, coalesce(i.run_at, now()),
+             then opts_unique_key(i.kind, i.args, coalesce(i.queue, 'default'), coalesce(i.run_at, now()),
                                   jsonb_build_object('unique', i."unique")) end) as unique_key
       from rows from (jsonb_to_recordset(p_jobs) as (kind text, queue text, args jsonb, priority smallint,
              run_at timestamptz, max_attempts integer, tags text[], metadata jsonb, unique_key text,

@@ -33,7 +33,7 @@ begin
   -- Only the (queue, priority) pairs of the jobs due now: their lanes are locked in one order.
   v_shards := svc_qs.lock_lanes((
     select coalesce(jsonb_agg(jsonb_build_object('queue', l.queue, 'priority', l.priority)), '[]')
-      from (select distinct x.queue, x.priority
+      from (select distinct coalesce(x.queue, 'default') as queue, coalesce(x.priority, 2) as priority
               from json_to_recordset(p_jobs) as x(queue text, priority smallint, run_at timestamptz)
              where coalesce(x.run_at, v_now) <= v_now) l));
   with inp0 as (
@@ -43,11 +43,13 @@ begin
              "unique" jsonb, trace_context text, limit_key text)) with ordinality
              as i(kind, queue, args, priority, run_at, max_attempts, tags, metadata, unique_key, "unique",
                   trace_context, limit_key, o)),
+  -- A field the client left at its default (queue 'default', priority 2, max_attempts 25) is not sent.
   inp as (
-    select i.kind, i.queue, i.args, i.priority, i.max_attempts, i.tags, i.metadata, i.trace_context, i.limit_key,
+    select i.kind, coalesce(i.queue, 'default') as queue, i.args, coalesce(i.priority, 2) as priority,
+           coalesce(i.max_attempts, 25) as max_attempts, i.tags, i.metadata, i.trace_context, i.limit_key,
            i.ord, i.id, i.due,
            coalesce(i.unique_key, case when i."unique" is not null
-             then opts_unique_key(i.kind, i.args, i.queue, i.due, jsonb_build_object('unique', i."unique")) end)
+             then opts_unique_key(i.kind, i.args, coalesce(i.queue, 'default'), i.due, jsonb_build_object('unique', i."unique")) end)
              as unique_key
       from inp0 i),
   -- Until the transition is active, a key held by an unfinished canonical job counts too.

@@ -259,6 +259,15 @@ export interface QueueLimitInfo {
   updatedAt: Date;
 }
 
+/** A queue of a runtime whose claims a fleet-wide limit cuts short. */
+export interface ThrottledQueueInfo {
+  queue: string;
+  /** The limit: `rate`. */
+  limit: string;
+  /** Since when its claims have been cut short (ISO 8601). */
+  since: string;
+}
+
 /** A handler aborted (cancel, deadline, shutdown) that has not returned within the stuck grace. */
 export interface StuckHandlerInfo {
   job_id: number;
@@ -295,6 +304,8 @@ export interface RuntimeInfo {
   heldJobs?: number[];
   /** Aborted handlers that had not returned at its last heartbeat (src/worker/stuck.ts). */
   stuckHandlers?: StuckHandlerInfo[];
+  /** Its queues whose last claim a fleet-wide limit cut short, at its last heartbeat. */
+  throttled?: ThrottledQueueInfo[];
   /** The kinds it has a handler for (in each of its queues); null when it does not report them. */
   kinds?: string[] | null;
 }

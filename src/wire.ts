@@ -7,7 +7,15 @@
  */
 import type { CallbackRecord } from "./storage/engine.ts";
 import type { CronSchedule } from "./cron/definition.ts";
-import type { Job, JobState, QueueInfo, QueueLimitInfo, RuntimeInfo, StuckHandlerInfo } from "./types.ts";
+import type {
+  Job,
+  JobState,
+  QueueInfo,
+  QueueLimitInfo,
+  RuntimeInfo,
+  StuckHandlerInfo,
+  ThrottledQueueInfo,
+} from "./types.ts";
 export type { ClusterHealth, ReadinessReport } from "./types.ts";
 import { readJobErrors } from "./job_errors.ts";
 
@@ -92,6 +100,8 @@ export interface RuntimeJson
   held_jobs: number[];
   /** Aborted handlers that had not returned within the stuck grace at its last heartbeat. */
   stuck_handlers: StuckHandlerInfo[];
+  /** Its queues whose last claim a fleet-wide limit cut short, with the limit and since when. */
+  throttled: ThrottledQueueInfo[];
   /** The kinds it has a handler for; null when it does not report them. */
   kinds: string[] | null;
 }
@@ -286,6 +296,7 @@ export function runtimeToJson(r: RuntimeInfo): RuntimeJson {
     held: r.held ?? null,
     held_jobs: r.heldJobs ?? [],
     stuck_handlers: r.stuckHandlers ?? [],
+    throttled: r.throttled ?? [],
     kinds: r.kinds ?? null,
   };
 }

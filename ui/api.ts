@@ -198,7 +198,7 @@ export function toApiError(err: unknown): ApiError {
 }
 
 async function request<T>(
-  method: "GET" | "POST" | "DELETE",
+  method: "GET" | "POST" | "PUT" | "DELETE",
   path: string,
   body?: unknown,
   signal?: AbortSignal,
@@ -259,6 +259,9 @@ export const api = {
   queues: (signal?: AbortSignal) => request<{ queues: Queue[] }>("GET", "/api/queues", undefined, signal),
   pauseQueue: (name: string) => request<{ queue: Queue }>("POST", `/api/queues/${seg(name)}/pause`),
   resumeQueue: (name: string) => request<{ queue: Queue }>("POST", `/api/queues/${seg(name)}/resume`),
+  /** Sets a queue's fleet-wide rate (replacing its limits); null removes every limit, keeping the row. */
+  setQueueRate: (name: string, rate: { rate: number; per_ms: number } | null) =>
+    request<{ limit: Queue["limit"] }>("PUT", `/api/queues/${seg(name)}/limit`, rate ?? {}),
 
   jobs: (filter: JobFilter, signal?: AbortSignal) =>
     request<JobPage>("GET", `/api/jobs${jobQuery(filter)}`, undefined, signal),

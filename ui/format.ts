@@ -133,3 +133,11 @@ export function fmtProgress(value: unknown): string {
   if (typeof value === "string") return value.length > 80 ? `${value.slice(0, 79)}…` : value;
   return jsonPreview(value);
 }
+
+/** A window in ms as the CLI writes it: 1s, 5m, 500ms. */
+export function fmtWindow(ms: number): string {
+  for (const [unit, size] of [["h", 3_600_000], ["m", 60_000], ["s", 1_000]] as const) {
+    if (ms % size === 0) return `${ms / size}${unit}`;
+  }
+  return `${ms}ms`;
+}

@@ -211,12 +211,11 @@ export class RoutedEngine implements StorageEngine {
       const jobs = await e.claim({ ...req, limit, free: Math.max(0, req.free - out.length) });
       for (const j of jobs) this.owners.set(`${j.id}:${j.lease}`, e);
       out.push(...jobs);
-      // A limit of the queue cut this engine's claim short: the other engine's would be cut too.
-      if (jobs.throttle) {
-        out.throttle = jobs.throttle;
-        break;
-      }
+      // Each engine's claim takes what the queue's limits leave after the other's (the same claim lock and
+      // log): the answer is throttled when the last engine asked was.
+      out.throttle = jobs.throttle;
     }
+    if (!out.throttle) delete out.throttle;
     return out;
   }
 

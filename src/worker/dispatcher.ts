@@ -116,6 +116,15 @@ export class Dispatcher {
   private refillAfter = 0;
   /** A rate limit cut the last claim short: no claim before this time (a NOTIFY does not end the wait). */
   private throttledUntil = 0;
+  /** The limit that cut this queue's claims short, since when; null once a claim was not cut short. */
+  private throttledBy: { limit: string; since: Date } | null = null;
+
+  /** Whether a limit cuts this queue's claims short now (the heartbeat reports it). */
+  throttled(): { queue: string; limit: string; since: string } | null {
+    return this.throttledBy
+      ? { queue: this.queue, limit: this.throttledBy.limit, since: this.throttledBy.since.toISOString() }
+      : null;
+  }
 
   private readonly engine: WorkerStore;
   private readonly deps: ExecutorDeps;
@@ -340,11 +349,13 @@ export class Dispatcher {
         this.reservedAhead -= ahead;
       }
       this.backlog = claimed.length >= limit;
+      if (!claimed.throttle) this.throttledBy = null;
       if (claimed.throttle) {
         // A limit cut the claim short (ADR 019): a rate has room again at retryAt; a unit of a concurrency
         // limit frees when an attempt of the queue ends (this process's own freed slot wakes the loop).
         const t = claimed.throttle;
         this.ctx.throttled?.(t.limit).inc();
+        if (this.throttledBy?.limit !== t.limit) this.throttledBy = { limit: t.limit, since: new Date() };
         this.backlog = false;
         this.throttledUntil = t.retryAt ? Math.max(t.retryAt.getTime(), Date.now() + 1) : Date.now() + 25;
         this.logger.debug(

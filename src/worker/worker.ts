@@ -229,6 +229,7 @@ export function createWorker<T extends object = AnyTasks>(opts: WorkerOptions<T>
         rescue_after_ms: rescueAfter,
         ...(abandoned.size ? { abandoned: abandoned.list() } : {}),
         ...(stuck.size ? { stuck_handlers: stuck.list() } : {}),
+        ...throttledReport([...dispatchers.values()]),
       },
     }),
     heartbeatInterval,
@@ -519,4 +520,12 @@ export const HELD_IDS_MAX = 500;
  */
 export function heldReport(ids: number[]): { held?: number; held_jobs?: number[] } {
   return ids.length ? { held: ids.length, held_jobs: ids.slice(0, HELD_IDS_MAX) } : {};
+}
+
+/** The queues whose last claim a limit cut short, for the heartbeat (nothing when there are none). */
+function throttledReport(
+  ds: Dispatcher[],
+): { throttled?: { queue: string; limit: string; since: string }[] } {
+  const list = ds.map((d) => d.throttled()).filter((t) => t !== null);
+  return list.length ? { throttled: list } : {};
 }

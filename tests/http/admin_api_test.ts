@@ -574,6 +574,7 @@ Deno.test("GET /api/runtimes: live processes, their queues, readiness and the le
       "rescue_after_ms",
       "started_at",
       "stuck_handlers",
+      "throttled",
     ]);
     assert.deepEqual([r1.id, r1.pid, r1.queues, r1.ready, r1.leader, r1.live], [
       "host:1:a",

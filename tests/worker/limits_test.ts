@@ -3,7 +3,15 @@
  * the engine under test, and three worker processes sharing one rate, also with one killed by kill -9.
  */
 import assert from "node:assert/strict";
-import { allJobsSql, TEST_ENGINE, testClient, waitFor, withSchema } from "../helpers/db.ts";
+import {
+  allJobsSql,
+  canonicalDb,
+  liveRuntimeBoth,
+  TEST_ENGINE,
+  testClient,
+  waitFor,
+  withSchema,
+} from "../helpers/db.ts";
 import { claim } from "../helpers/claim.ts";
 import { spawnWorker } from "../helpers/process.ts";
 import { ValidationError } from "../../src/errors.ts";
@@ -275,6 +283,18 @@ Deno.test("limits: a worker's limit option seeds a queue without a row, and its 
         (await throttledCount("s")) > before,
         "svc_limit_throttled_total counted the throttled claims",
       );
+      // While its claims are cut short, the runtime's heartbeat says so (the Running page shows it).
+      await client.enqueueMany(
+        Array.from({ length: 40 }, (_, i) => ({ kind: "k", args: { i }, queue: "s" })),
+      );
+      const reported = await waitFor(
+        async () => (await client.listRuntimes()).find((r) => r.id === worker.id)?.throttled?.[0],
+        5_000,
+        "the heartbeat's throttled queue",
+      );
+      assert.equal(reported!.queue, "s");
+      assert.equal(reported!.limit, "rate");
+      assert.ok(Date.parse(reported!.since) <= Date.now());
     } finally {
       await stop();
     }
@@ -285,3 +305,34 @@ async function throttledCount(queue: string): Promise<number> {
   const all = flatten(parsePrometheus(await svcMetrics().registry.text()));
   return all.get(seriesKey("svc_limit_throttled_total", { queue, limit: "rate" })) ?? 0;
 }
+
+Deno.test({
+  ignore: TEST_ENGINE !== "queue_storage",
+  name: "limits: while the storage transition is mixed, both engines' claims count in one window",
+  fn: () =>
+    canonicalDb(async (client) => {
+      await client.enqueueMany(Array.from({ length: 3 }, (_, i) => ({ kind: "k", args: { i }, queue: "m" })));
+      await liveRuntimeBoth(client, "both:1");
+      for (const step of ["prepare", "enter-mixed-transition"] as const) {
+        assert.equal((await client.storageStep(step)).outcome, "changed", step);
+      }
+      await client.enqueueMany(Array.from({ length: 6 }, (_, i) => ({ kind: "k", args: { i }, queue: "m" })));
+      const [where] = await client.sql.unsafe(
+        `select (select count(*) from "${client.schema}".jobs where queue = 'm')::int as canonical,
+                (select count(*) from "${client.schema}_qs".jobs where queue = 'm')::int as qs`,
+      );
+      assert.deepEqual([where.canonical, where.qs], [3, 6], "jobs on both engines");
+      await client.setQueueLimit("m", { rate: 5, per: 60_000 });
+      await rateInForce(client, "m");
+      const a = await claim(client, "m", 4, "t");
+      const b = await claim(client, "m", 4, "t");
+      assert.equal(a.length + b.length, 5, "five claims in the window, whichever engine held the jobs");
+      assert.equal(b.throttle?.limit, "rate");
+      const c = await claim(client, "m", 4, "t");
+      assert.equal(c.length, 0);
+      const [log] = await client.sql.unsafe(
+        `select sum(n)::int as n from "${client.schema}".limit_log where queue = 'm'`,
+      );
+      assert.equal(log.n, 5);
+    }),
+});

@@ -1,10 +1,14 @@
 /** @jsxImportSource preact */
-/** Every queue with its counts by state, the age of its oldest available job, and pause/resume. */
+/**
+ * Every queue with its counts by state, the age of its oldest available job, its fleet-wide rate limit with
+ * its use, and pause/resume and the rate's editor.
+ */
+import { useState } from "preact/hooks";
 import { PausedBadge, PauseToggle } from "../components/paused_badge.tsx";
 import { api, JOB_STATES, unservedText } from "../api.ts";
 import { Link } from "../components/link.tsx";
 import { TableWrap } from "../components/table_wrap.tsx";
-import { fmtAge, fmtCount, stateLabel } from "../format.ts";
+import { fmtAge, fmtCount, fmtWindow, stateLabel } from "../format.ts";
 import { useAction, usePoll, useTitle } from "../hooks.ts";
 import { useApp } from "../state.ts";
 
@@ -21,6 +25,22 @@ export function Queues() {
       () => (pause ? api.pauseQueue(name) : api.resumeQueue(name)),
       () => {
         notify(`Queue ${name} ${pause ? "paused" : "resumed"}.`);
+        res.refresh();
+      },
+    );
+
+  const [editing, setEditing] = useState<string | null>(null);
+  const [rate, setRate] = useState("");
+  const [per, setPer] = useState("1000");
+  const saveRate = (name: string, remove: boolean) =>
+    action.run(
+      `limit:${name}`,
+      () => api.setQueueRate(name, remove ? null : { rate: Number(rate), per_ms: Number(per) }),
+      () => {
+        notify(
+          remove ? `Queue ${name}: limits removed.` : `Queue ${name}: at most ${rate} jobs per ${per} ms.`,
+        );
+        setEditing(null);
         res.refresh();
       },
     );
@@ -53,6 +73,20 @@ export function Queues() {
                   <td data-label="Status" data-testid={`queue-status-${q.name}`}>
                     <span>
                       <PausedBadge paused={q.paused} />
+                      {q.limit?.rate != null && q.limit.per_ms != null && (
+                        <span
+                          class="badge"
+                          data-testid={`queue-limit-${q.name}`}
+                          title="fleet-wide rate limit"
+                        >
+                          {`rate ${q.limit.rate}/${fmtWindow(q.limit.per_ms)} · ${
+                            q.limit.in_use.rate ?? 0
+                          } in window`}
+                          {q.limit.rate_in_force_at && Date.parse(q.limit.rate_in_force_at) > Date.now()
+                            ? " · counting"
+                            : ""}
+                        </span>
+                      )}
                       {unservedText({ ...q, available: q.counts.available }) && (
                         <span class="badge badge-warn" data-testid={`queue-unserved-${q.name}`}>
                           {unservedText({ ...q, available: q.counts.available })}
@@ -76,7 +110,75 @@ export function Queues() {
                           busy={action.busy !== null}
                           onToggle={(pause) => toggle(q.name, pause)}
                         />
+                        <button
+                          type="button"
+                          class="btn btn-small"
+                          data-testid={`queue-limit-edit-${q.name}`}
+                          disabled={action.busy !== null}
+                          onClick={() => {
+                            setRate(String(q.limit?.rate ?? ""));
+                            setPer(String(q.limit?.per_ms ?? 1000));
+                            setEditing(editing === q.name ? null : q.name);
+                          }}
+                        >
+                          Rate…
+                        </button>
                       </div>
+                      {editing === q.name && (
+                        <form
+                          class="limit-form"
+                          data-testid={`queue-limit-form-${q.name}`}
+                          onSubmit={(e) => {
+                            e.preventDefault();
+                            saveRate(q.name, false);
+                          }}
+                        >
+                          <label>
+                            at most{" "}
+                            <input
+                              type="number"
+                              min={1}
+                              required
+                              value={rate}
+                              aria-label="jobs claimed"
+                              data-testid={`queue-limit-rate-${q.name}`}
+                              onInput={(e) => setRate((e.target as HTMLInputElement).value)}
+                            />
+                          </label>{" "}
+                          <label>
+                            jobs per{" "}
+                            <input
+                              type="number"
+                              min={1}
+                              max={86_400_000}
+                              required
+                              value={per}
+                              aria-label="window in milliseconds"
+                              data-testid={`queue-limit-per-${q.name}`}
+                              onInput={(e) =>
+                                setPer((e.target as HTMLInputElement).value)}
+                            />{" "}
+                            ms
+                          </label>{" "}
+                          <button
+                            type="submit"
+                            class="btn btn-small"
+                            data-testid={`queue-limit-save-${q.name}`}
+                          >
+                            Save
+                          </button>{" "}
+                          {q.limit && (
+                            <button
+                              type="button"
+                              class="btn btn-small"
+                              data-testid={`queue-limit-remove-${q.name}`}
+                              onClick={() => saveRate(q.name, true)}
+                            >
+                              Remove limits
+                            </button>
+                          )}
+                        </form>
+                      )}
                     </td>
                   )}
                 </tr>

@@ -136,6 +136,20 @@ function StartedTable({ g, now }: { g: Group; now: number }) {
   );
 }
 
+/** Why a queue of this runtime claims less than it could: a fleet-wide limit cut its last claim short. */
+function ThrottledList({ r }: { r: Runtime }) {
+  return (
+    <ul class="chips" data-testid={`throttled-${r.id}`}>
+      {r.throttled.map((t) => (
+        <li key={t.queue} class="chip" data-testid={`throttled-${r.id}-${t.queue}`}>
+          <code>{t.queue}</code>: limited ({t.limit === "rate" ? "rate limit" : t.limit}) since{" "}
+          <RelTime iso={t.since} />
+        </li>
+      ))}
+    </ul>
+  );
+}
+
 function StuckHandlerList({ r }: { r: Runtime }) {
   return (
     <div class="stuck-handlers" data-testid={`stuck-handlers-${r.id}`}>
@@ -232,6 +246,7 @@ export function Running() {
                 ? <StartedTable g={g} now={now} />
                 : <p class="muted" data-testid={`running-idle-${g.id}`}>Runs no job now.</p>}
               {g.prefetched.length > 0 && <Prefetched g={g} now={now} />}
+              {(g.runtime?.throttled?.length ?? 0) > 0 && <ThrottledList r={g.runtime!} />}
               {(g.runtime?.stuck_handlers?.length ?? 0) > 0 && <StuckHandlerList r={g.runtime!} />}
             </section>
           ))}

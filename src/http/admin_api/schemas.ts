@@ -246,6 +246,18 @@ export const SCHEMAS: Record<string, Schema> = {
         items: { type: "integer" },
         description: "ids of those held jobs (at most 500)",
       },
+      throttled: {
+        type: "array",
+        description: "its queues whose last claim a fleet-wide limit cut short, at its last heartbeat",
+        items: {
+          type: "object",
+          properties: {
+            queue: { type: "string" },
+            limit: { type: "string", enum: ["rate", "concurrency", "per_key"] },
+            since: time,
+          },
+        },
+      },
       stuck_handlers: {
         type: "array",
         description:

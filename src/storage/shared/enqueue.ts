@@ -6,18 +6,16 @@ import type { NewJob } from "../engine.ts";
 import { jobFromJson } from "../../wire.ts";
 
 /**
- * The input rows of an enqueue statement, as JSON: the fields a job leaves at their defaults (no run time,
- * no tags, no metadata, no uniqueness, no trace, no limit key) are left out, and the database fills them in.
+ * The input rows of an enqueue statement, as JSON: the fields a job leaves at their defaults (queue
+ * `default`, priority 2, 25 attempts, no run time, no tags, no metadata, no uniqueness, no trace, no limit
+ * key) are left out, and the database fills them in.
  */
 export function enqueueJson(jobs: NewJob[]): string {
   return JSON.stringify(jobs.map((j) => {
-    const row: Record<string, unknown> = {
-      kind: j.kind,
-      queue: j.queue,
-      args: j.args,
-      priority: j.priority,
-      max_attempts: j.maxAttempts,
-    };
+    const row: Record<string, unknown> = { kind: j.kind, args: j.args };
+    if (j.queue !== "default") row.queue = j.queue;
+    if (j.priority !== 2) row.priority = j.priority;
+    if (j.maxAttempts !== 25) row.max_attempts = j.maxAttempts;
     if (j.runAt) row.run_at = j.runAt.toISOString();
     if (j.tags.length) row.tags = j.tags;
     if (Object.keys(j.metadata).length) row.metadata = j.metadata;

@@ -4,7 +4,7 @@
  */
 import type { Db } from "../../db/connection.ts";
 import type { SchemaNames } from "../../db/names.ts";
-import type { RuntimeInfo, StuckHandlerInfo } from "../../types.ts";
+import type { RuntimeInfo, StuckHandlerInfo, ThrottledQueueInfo } from "../../types.ts";
 import type { AbandonedAttemptReport, RuntimeReport } from "../engine.ts";
 
 /**
@@ -63,10 +63,20 @@ export async function listRuntimes(db: Db, n: SchemaNames, liveWithinMs: number)
       ? r.health.held_jobs.filter((x: unknown) => Number.isSafeInteger(x))
       : [],
     stuckHandlers: stuckList(r.health?.stuck_handlers),
+    throttled: throttledList(r.health?.throttled),
     kinds: Array.isArray(r.health?.kinds)
       ? r.health.kinds.filter((k: unknown) => typeof k === "string")
       : null,
   }));
+}
+
+/** The throttled queues a heartbeat named, the well-formed entries only. */
+function throttledList(v: unknown): ThrottledQueueInfo[] {
+  if (!Array.isArray(v)) return [];
+  return v.filter((x) =>
+    x && typeof x === "object" && typeof x.queue === "string" && typeof x.limit === "string" &&
+    typeof x.since === "string"
+  ).map((x) => ({ queue: x.queue, limit: x.limit, since: x.since }));
 }
 
 /** The stuck handlers a heartbeat named, the well-formed entries only. */

@@ -1,0 +1,55 @@
+/**
+ * The queue page's fleet-wide rate limit in a real browser: shown with its use, set and removed from the
+ * row's editor (through `PUT /api/queues/:name/limit`); in read-only mode the editor does not exist.
+ */
+import assert from "node:assert/strict";
+import { SKIP, withUi } from "../helpers/ui.ts";
+
+Deno.test({
+  ignore: SKIP,
+  name: "UI: a queue's rate limit is shown with its use, set from the queue page and removed",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: () =>
+    withUi(false, async (page, client, base) => {
+      await client.enqueue("k", {}, { queue: "mail" });
+      await client.setQueueLimit("mail", { rate: 20, per: 60_000 });
+      await page.goto(base + "/queues");
+      const badge = page.getByTestId("queue-limit-mail");
+      await badge.filter({ hasText: "rate 20/1m · 0 in window" }).waitFor();
+
+      await page.getByTestId("queue-limit-edit-mail").click();
+      assert.equal(
+        await page.getByTestId("queue-limit-rate-mail").inputValue(),
+        "20",
+        "the editor starts from the limit",
+      );
+      await page.getByTestId("queue-limit-rate-mail").fill("5");
+      await page.getByTestId("queue-limit-per-mail").fill("1000");
+      await page.getByTestId("queue-limit-save-mail").click();
+      await badge.filter({ hasText: "rate 5/1s" }).waitFor();
+      const [stored] = await client.listQueueLimits();
+      assert.deepEqual([stored.rate, stored.per, stored.setBy], [5, 1000, "api"]);
+
+      await page.getByTestId("queue-limit-edit-mail").click();
+      await page.getByTestId("queue-limit-remove-mail").click();
+      await badge.waitFor({ state: "detached" });
+      const [kept] = await client.listQueueLimits();
+      assert.equal(kept.rate, null, "removed, the row kept without limits");
+    }),
+});
+
+Deno.test({
+  ignore: SKIP,
+  name: "UI (read-only): the rate limit is shown, without its editor",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: () =>
+    withUi(true, async (page, client, base) => {
+      await client.enqueue("k", {}, { queue: "mail" });
+      await client.setQueueLimit("mail", { rate: 3, per: 500 });
+      await page.goto(base + "/queues");
+      await page.getByTestId("queue-limit-mail").filter({ hasText: "rate 3/500ms" }).waitFor();
+      assert.equal(await page.getByTestId("queue-limit-edit-mail").count(), 0);
+    }),
+});
