@@ -1,0 +1,107 @@
+/**
+ * Fleet-wide rate limits with three worker processes (ADR 019): no window of a second holds more claims than
+ * the rate, held jobs included, also while one process is killed with kill -9; nothing is lost.
+ */
+import assert from "node:assert/strict";
+import { allJobsSql, TEST_ENGINE, testClient, waitFor } from "../helpers/db.ts";
+import { spawnWorker } from "../helpers/process.ts";
+import type { Client } from "../../src/client/client.ts";
+
+/** Puts a queue's rate in force now, as if it had been counting claims for an hour (none were made). */
+async function rateInForce(client: Client, queue: string): Promise<void> {
+  await client.sql.unsafe(
+    `update "${client.schema}".queue_limits set rate_logged_since = now() - interval '1 hour' where queue = $1`,
+    [queue],
+  );
+}
+
+/** Claims of `queue` as (time ms, jobs): queue storage's claims rows, and every engine's limit log. */
+async function claimEvents(client: Client, queue: string): Promise<{ at: number; n: number }[][]> {
+  const s = client.schema;
+  const log = await client.sql.unsafe(
+    `select extract(epoch from at) * 1000 as at, n from "${s}".limit_log where queue = $1 order by at`,
+    [queue],
+  );
+  const own = TEST_ENGINE === "queue_storage"
+    ? await client.sql.unsafe(
+      `select extract(epoch from at) * 1000 as at, n from "${s}_qs".claims where queue = $1 order by at`,
+      [queue],
+    )
+    // canonical keeps no claim records: the last claim of each job (a subset of the claims)
+    : await client.sql.unsafe(
+      `select extract(epoch from claimed_at) * 1000 as at, 1 as n from ${allJobsSql(s)} j
+        where queue = $1 and claimed_at is not null order by claimed_at`,
+      [queue],
+    );
+  const rows = (rs: { at: string | number; n: number }[]) =>
+    rs.map((r) => ({ at: Number(r.at), n: Number(r.n) }));
+  return [rows(log as never), rows(own as never)];
+}
+
+/** The most jobs claimed in any window of `perMs` (windows start at a claim). */
+function busiestWindow(events: { at: number; n: number }[], perMs: number): number {
+  let most = 0;
+  for (let i = 0; i < events.length; i++) {
+    let sum = 0;
+    for (let j = i; j < events.length && events[j].at < events[i].at + perMs; j++) sum += events[j].n;
+    most = Math.max(most, sum);
+  }
+  return most;
+}
+
+async function threeProcesses(killOne: boolean): Promise<void> {
+  const { client, drop, schema } = await testClient();
+  await client.sql.unsafe(`create table "${schema}".effects (job_id bigint not null, pid int not null)`);
+  await client.setQueueLimit("default", { rate: 20, per: 1000 });
+  await rateInForce(client, "default");
+  await client.enqueueMany(Array.from({ length: 300 }, (_, i) => ({ kind: "effect", args: { i } })));
+  const procs = [1, 2, 3].map(() =>
+    spawnWorker(schema, { PREFETCH: "10", MAX_WORKERS: "10", RESCUE_MS: "1000" })
+  );
+  try {
+    await Promise.all(procs.map((p) => p.waitLine(/^started /)));
+    const started = Date.now();
+    if (killOne) {
+      await new Promise((r) => setTimeout(r, 1_000));
+      await procs[0].kill("SIGKILL");
+    }
+    await new Promise((r) => setTimeout(r, Math.max(0, 5_000 - (Date.now() - started))));
+    const [log, own] = await claimEvents(client, "default");
+    const claimed = log.reduce((a, e) => a + e.n, 0);
+    assert.ok(claimed >= 80, `at least 80 claimed in 5 s at 20/s (got ${claimed})`);
+    assert.ok(
+      busiestWindow(log, 1000) <= 20,
+      `the log: at most 20 in any second (got ${busiestWindow(log, 1000)})`,
+    );
+    assert.ok(
+      busiestWindow(own, 1000) <= 20,
+      `the claims: at most 20 in any second (got ${busiestWindow(own, 1000)})`,
+    );
+    if (TEST_ENGINE === "queue_storage") {
+      assert.equal(own.reduce((a, e) => a + e.n, 0), claimed, "every claim of the queue wrote its log row");
+    }
+    // Nothing lost: without the limit every job completes, the killed process's ones after their rescue.
+    await client.resetQueueLimit("default");
+    await waitFor(
+      async () => {
+        const [r] = await client.sql.unsafe(
+          `select count(*)::int as n from ${allJobsSql(schema)} j where state = 'completed'`,
+        );
+        return r.n === 300;
+      },
+      60_000,
+      "all 300 completed",
+    );
+    const [e] = await client.sql.unsafe(`select count(distinct job_id)::int as n from "${schema}".effects`);
+    assert.equal(e.n, 300);
+  } finally {
+    await Promise.all(procs.map((p) => p.kill("SIGTERM")));
+    await drop();
+  }
+}
+
+Deno.test("limits: three processes share a rate of 20/s: no second holds more than 20 claims", () =>
+  threeProcesses(false));
+
+Deno.test("limits: a rate of 20/s holds while one of three processes is killed with kill -9; nothing is lost", () =>
+  threeProcesses(true));
