@@ -23,16 +23,20 @@ await client.close();
 const sql = postgres(url, { max: 1, onnotice: () => {} });
 const policies = JSON.stringify({ noop: { max_attempts: 25, timeout_ms: 60_000 } });
 const claim = (n: number) =>
-  sql.unsafe(`select * from svc_qs.claim_next($1, $2, $3, $4, $5::text::jsonb, $6::text::jsonb, $7, $8::text::bigint[])`, [
-    "default",
-    n,
-    n,
-    "probe",
-    policies,
-    "{}",
-    0,
-    "{}",
-  ], { prepare: true });
+  sql.unsafe(
+    `select * from svc_qs.claim_next($1, $2, $3, $4, $5::text::jsonb, $6::text::jsonb, $7, $8::text::bigint[])`,
+    [
+      "default",
+      n,
+      n,
+      "probe",
+      policies,
+      "{}",
+      0,
+      "{}",
+    ],
+    { prepare: true },
+  );
 /** `complete_many`, the worker's call: the same completions as array literals. */
 const completeMany = (rows: postgres.Row[]) =>
   sql.unsafe(
