@@ -4,6 +4,16 @@
 -- (svc_qs.claim_lock_key) and asks limit_budget how many jobs it may take; a claim of a rate-limited
 -- queue that took jobs writes one limit_log row. Nothing is written when a job ends.
 
+-- The open attempts of queue p_queue on the canonical engine, as a concurrency limit counts them: its running
+-- jobs (held ones included) and its parked in-process waiters (their handler resumes without a claim), and
+-- its HTTP parks when p_count_parked.
+create or replace function canonical_open_attempts(p_queue text, p_count_parked boolean) returns bigint
+language sql stable set search_path from current as $$
+  select (select count(*) from jobs j where j.state = 'running' and j.queue = p_queue)
+       + (select count(*) from jobs j join callbacks c on c.id = j.callback_id
+           where j.state = 'waiting_external' and j.queue = p_queue and (c.kind <> 'http' or p_count_parked))
+$$;
+
 -- A queue's limits as every JSON surface shows them, with their use (in_use.rate: the jobs claimed in the
 -- rate's current window); null when the queue has no limits row.
 create or replace function queue_limit_json(l queue_limits) returns jsonb language sql stable set search_path from current as $$
@@ -13,7 +23,8 @@ create or replace function queue_limit_json(l queue_limits) returns jsonb langua
     'rate_in_force_at', iso(l.rate_logged_since + l.per_ms * interval '1 millisecond'),
     'in_use', jsonb_build_object('rate', case when l.rate is not null then (
       select coalesce(sum(g.n), 0) from limit_log g
-       where g.queue = l.queue and g.at > now() - l.per_ms * interval '1 millisecond') end),
+       where g.queue = l.queue and g.at > now() - l.per_ms * interval '1 millisecond') end,
+      'concurrency', case when l.concurrency is not null then canonical_open_attempts(l.queue, l.count_parked) end),
     'set_by', l.set_by, 'updated_at', iso(l.updated_at)) end
 $$;
 
@@ -60,12 +71,19 @@ begin
     raise exception 'svc.limit: rate and per_ms go together (at most rate claims in any window of per_ms)'
       using errcode = '22023';
   end if;
-  if (p_limit ->> 'concurrency') is not null or (p_limit ->> 'per_key') is not null then
-    raise exception 'svc.limit: concurrency and per-key limits are not available yet; rate limits are'
+  if (p_limit ->> 'per_key') is not null then
+    raise exception 'svc.limit: per-key limits are not available yet; rate and concurrency limits are'
       using errcode = '0A000';
   end if;
 
   perform pg_advisory_xact_lock(svc_qs.claim_lock_key(p_queue));
+  -- A concurrency limit is counted from the canonical jobs table; queue storage does not enforce it yet, so
+  -- it is refused once a storage transition has begun (and the transition refuses to begin while one is set).
+  if (p_limit ->> 'concurrency') is not null
+     and (select transition from storage_state for share) <> 'canonical' then
+    raise exception 'svc.limit: concurrency limits are available on the canonical engine only for now; this database runs queue storage (%)',
+      (select transition from storage_state) using errcode = '0A000';
+  end if;
   select * into v_old from queue_limits where queue = p_queue;
   if found and p_seed then
     return queue_limit_json(v_old);
@@ -91,7 +109,7 @@ begin
     count_parked = excluded.count_parked, rate_logged_since = excluded.rate_logged_since,
     set_by = excluded.set_by, updated_at = excluded.updated_at
   returning * into v_new;
-  insert into queues (name, limited) values (p_queue, v_new.rate is not null)
+  insert into queues (name, limited) values (p_queue, v_new.rate is not null or v_new.concurrency is not null)
   on conflict (name) do update set limited = excluded.limited, updated_at = now();
   if v_new.rate is null then
     delete from limit_log where queue = p_queue;
@@ -116,39 +134,55 @@ begin
 end $$;
 
 -- How many of p_want jobs a claim of queue p_queue may take now, and when it is cut short, why: throttled
--- names the limit ('rate'), in_use its use (claims in the current window), retry_at the earliest time the
--- window may have room again (when its oldest claim, or this one, leaves it). log: the claim writes a limit_log row for what it takes. With p_lock it takes the
--- queue's claim lock first (the canonical claim; queue storage's claim holds it already); each statement
--- below starts after the lock was granted, so it sees every claim of the queue committed before.
+-- names the limit ('rate' or 'concurrency'), in_use its use (claims in the current window; attempts open),
+-- retry_at the earliest time a rate's window may have room again (when its oldest claim, or this one, leaves
+-- it; null for concurrency: a unit frees when an attempt ends). log: the claim writes a limit_log row for
+-- what it takes (a rate). limited: the queue has a limit (a canonical worker stops sending its claims here
+-- when it has none). With p_lock it takes the queue's claim lock first (the canonical claim; queue
+-- storage's claim holds it already); each statement below starts after the lock was granted, so it sees
+-- every claim of the queue and every end of an attempt committed before.
 create or replace function limit_budget(p_queue text, p_want integer, p_lock boolean default false)
-returns table (budget integer, throttled text, in_use integer, retry_at timestamptz, log boolean)
+returns table (budget integer, throttled text, in_use integer, retry_at timestamptz, log boolean, limited boolean)
 language plpgsql volatile set search_path from current set jit = off as $$
 declare
   l queue_limits;
   v_used bigint;
   v_oldest timestamptz;
+  v_budget integer := p_want;
+  v_why text;
+  v_in_use integer;
+  v_retry timestamptz;
+  v_open bigint;
 begin
   if p_lock then
     perform pg_advisory_xact_lock(svc_qs.claim_lock_key(p_queue));
   end if;
   select * into l from queue_limits q where q.queue = p_queue;
-  if not found or l.rate is null then
-    return query select p_want, null::text, null::integer, null::timestamptz, false;
+  if not found or (l.rate is null and l.concurrency is null) then
+    return query select p_want, null::text, null::integer, null::timestamptz, false, false;
     return;
   end if;
-  if now() < l.rate_logged_since + l.per_ms * interval '1 millisecond' then
-    -- Counting since the rate was set: not in force until the log covers a whole window.
-    return query select p_want, null::text, null::integer, null::timestamptz, true;
-    return;
+  -- Concurrency (canonical only: a database whose storage transition has begun refuses it).
+  if l.concurrency is not null then
+    v_open := canonical_open_attempts(p_queue, l.count_parked);
+    if l.concurrency - v_open < v_budget then
+      v_budget := greatest(l.concurrency - v_open, 0)::integer;
+      v_why := 'concurrency';
+      v_in_use := v_open::integer;
+    end if;
   end if;
-  select coalesce(sum(g.n), 0), min(g.at) into v_used, v_oldest
-    from limit_log g where g.queue = p_queue and g.at > now() - l.per_ms * interval '1 millisecond';
-  if l.rate - v_used >= p_want then
-    return query select p_want, null::text, v_used::integer, null::timestamptz, true;
-  else
-    return query select greatest(l.rate - v_used, 0)::integer, 'rate'::text, v_used::integer,
-                        coalesce(v_oldest, now()) + l.per_ms * interval '1 millisecond', true;
+  -- Rate: counting since the rate was set, it is enforced once the log covers a whole window.
+  if l.rate is not null and now() >= l.rate_logged_since + l.per_ms * interval '1 millisecond' then
+    select coalesce(sum(g.n), 0), min(g.at) into v_used, v_oldest
+      from limit_log g where g.queue = p_queue and g.at > now() - l.per_ms * interval '1 millisecond';
+    if l.rate - v_used < v_budget then
+      v_budget := greatest(l.rate - v_used, 0)::integer;
+      v_why := 'rate';
+      v_in_use := v_used::integer;
+      v_retry := coalesce(v_oldest, now()) + l.per_ms * interval '1 millisecond';
+    end if;
   end if;
+  return query select v_budget, v_why, v_in_use, v_retry, l.rate is not null, true;
 end $$;
 
 -- The leader's duty: limit_log rows older than their queue's window (and every row of a queue that no

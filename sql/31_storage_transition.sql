@@ -219,6 +219,11 @@ begin
     if cardinality(v_missing) > 0 then
       v_blockers := v_blockers || format('queue-storage objects missing: %s (run svc migrate)', array_to_string(v_missing, ', '));
     end if;
+    if exists (select 1 from queue_limits where concurrency is not null) then
+      v_blockers := v_blockers || format(
+        'concurrency limits on %s, which queue storage does not enforce yet: clear them first (svc queue limit NAME --clear)',
+        (select string_agg(queue, ', ' order by queue) from queue_limits where concurrency is not null));
+    end if;
     v_abort := true;
   elsif s.transition = 'prepared' then
     v_next := 'svc storage enter-mixed-transition';

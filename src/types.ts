@@ -223,10 +223,14 @@ export interface QueueInfo {
 /**
  * Fleet-wide limits of a queue, obeyed by every worker process of every deployment (stored in the
  * database). `rate`/`per`: at most `rate` jobs claimed (held ones included) in any window of `per` ms.
- * `concurrency` and `perKey` are not available yet: setting them is refused.
+ * `concurrency`: at most that many attempts open at once (canonical engine only for now). `perKey` is not
+ * available yet: setting it is refused.
  */
 export interface QueueLimit {
-  /** At most this many attempts of the queue open at once, fleet-wide (not available yet). */
+  /**
+   * At most this many attempts of the queue open at once, fleet-wide: running and held (prefetched) ones,
+   * in-process waiters, and HTTP parks with `countParked` (canonical engine only for now).
+   */
   concurrency?: number | null;
   /** At most this many claims in any window of `per` milliseconds, fleet-wide. */
   rate?: number | null;
@@ -252,8 +256,11 @@ export interface QueueLimitInfo {
    * enforced once a whole window has been counted.
    */
   rateInForceAt: Date | null;
-  /** Current use: `rate`, the jobs claimed in the current window (null without a rate). */
-  inUse: { rate: number | null };
+  /**
+   * Current use: `rate`, the jobs claimed in the current window (null without a rate); `concurrency`, the
+   * attempts open now (null without a concurrency limit).
+   */
+  inUse: { rate: number | null; concurrency: number | null };
   /** Who wrote it: `cli`, `api`, `ui`, `sql`, or the id of the worker runtime that seeded it. */
   setBy: string;
   updatedAt: Date;

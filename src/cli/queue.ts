@@ -131,7 +131,7 @@ function windowText(ms: number): string {
 function limitText(l: QueueLimitInfo | undefined): string | null {
   if (!l) return null;
   const parts: string[] = [];
-  if (l.concurrency !== null) parts.push(`concurrency ${l.concurrency}`);
+  if (l.concurrency !== null) parts.push(`concurrency ${l.concurrency} (${l.inUse.concurrency ?? 0} in use)`);
   if (l.rate !== null && l.per !== null) {
     const counting = l.rateInForceAt && l.rateInForceAt.getTime() > Date.now() ? ", counting" : "";
     parts.push(`rate ${l.rate}/${windowText(l.per)} (${l.inUse.rate ?? 0} in window${counting})`);
@@ -155,7 +155,7 @@ function limitCommand(): Command {
     )
     .option(
       "--concurrency <n>",
-      "at most N attempts open at once (not available yet)",
+      "at most N attempts open at once (canonical engine only for now)",
       intArg("--concurrency", 1, 2_147_483_647),
     )
     .option(

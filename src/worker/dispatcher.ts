@@ -116,6 +116,8 @@ export class Dispatcher {
   private refillAfter = 0;
   /** A rate limit cut the last claim short: no claim before this time (a NOTIFY does not end the wait). */
   private throttledUntil = 0;
+  /** The current wait after a claim a concurrency limit cut short (ms; 0 after one that was not). */
+  private throttleBackoff = 0;
   /** The limit that cut this queue's claims short, since when; null once a claim was not cut short. */
   private throttledBy: { limit: string; since: Date } | null = null;
 
@@ -198,6 +200,8 @@ export class Dispatcher {
    * claim, or within four poll intervals).
    */
   private slotFreed(): void {
+    // A unit of a concurrency limit freed here: claim again at once instead of after the backoff.
+    if (this.throttledBy && this.throttledBy.limit !== "rate") this.throttledUntil = 0;
     this.wakeups.forEach((w) => w.notify());
   }
 
@@ -244,6 +248,8 @@ export class Dispatcher {
       if (this.backlog || this.buffer.length) this.slotFreed();
     }, () => {
       if (this.inFlight.get(job.id) === f) this.inFlight.delete(job.id);
+      // Its outcome is written: a unit of the queue's concurrency limit is free, claim again at once.
+      if (this.throttledBy && this.throttledBy.limit !== "rate") this.slotFreed();
     });
     this.inFlight.set(job.id, f);
   }
@@ -349,7 +355,10 @@ export class Dispatcher {
         this.reservedAhead -= ahead;
       }
       this.backlog = claimed.length >= limit;
-      if (!claimed.throttle) this.throttledBy = null;
+      if (!claimed.throttle) {
+        this.throttledBy = null;
+        this.throttleBackoff = 0;
+      }
       if (claimed.throttle) {
         // A limit cut the claim short (ADR 019): a rate has room again at retryAt; a unit of a concurrency
         // limit frees when an attempt of the queue ends (this process's own freed slot wakes the loop).
@@ -357,7 +366,15 @@ export class Dispatcher {
         this.ctx.throttled?.(t.limit).inc();
         if (this.throttledBy?.limit !== t.limit) this.throttledBy = { limit: t.limit, since: new Date() };
         this.backlog = false;
-        this.throttledUntil = t.retryAt ? Math.max(t.retryAt.getTime(), Date.now() + 1) : Date.now() + 25;
+        // A concurrency unit: retry after 25 ms, doubling up to the poll interval; this process's own freed
+        // slot ends the wait at once (slotFreed).
+        this.throttleBackoff = Math.min(
+          this.pollInterval,
+          this.throttleBackoff ? this.throttleBackoff * 2 : 25,
+        );
+        this.throttledUntil = t.retryAt
+          ? Math.max(t.retryAt.getTime(), Date.now() + 1)
+          : Date.now() + this.throttleBackoff;
         this.logger.debug(
           `svc: queue ${this.queue} is limited (${t.limit}, ${t.inUse} in use); claiming again in ${
             this.throttledUntil - Date.now()

@@ -34,7 +34,8 @@ Deno.test("svc queue limit: set a rate, show it, list it, clear and reset; bad v
         [["--rate", "20"], /--rate must be COUNT\/WINDOW/],
         [["--rate", "0/1s"], /--rate must be COUNT\/WINDOW/],
         [["--rate", "5/25h"], /--rate must be COUNT\/WINDOW/],
-        [["--concurrency", "3"], /not available yet/],
+        [["--per-key", "3"], /not available yet/],
+        [["--concurrency", "0"], /--concurrency must be an integer from 1/],
         [["--rate", "5/1s", "--reset"], /not more than one/],
       ] as [string[], RegExp][]
     ) {

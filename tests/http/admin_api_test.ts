@@ -163,7 +163,7 @@ Deno.test("PUT, GET and DELETE /api/queues/:name/limit: a rate set, shown with i
     assert.equal(set.body.limit.per_ms, 1000);
     assert.equal(set.body.limit.set_by, "api");
     assert.equal(set.body.limit.concurrency, null);
-    assert.deepEqual(set.body.limit.in_use, { rate: 0 });
+    assert.deepEqual(set.body.limit.in_use, { rate: 0, concurrency: null });
     assert.ok(Date.parse(set.body.limit.rate_in_force_at) > Date.now() - 10_000);
     const [q] = (await call("GET", "/api/queues")).body.queues;
     assert.equal(q.limit.rate, 20, "the queue list carries the limit");
@@ -176,7 +176,7 @@ Deno.test("PUT, GET and DELETE /api/queues/:name/limit: a rate set, shown with i
         { rate: 5, per_ms: 86_400_001 },
         { rate: 1.5, per_ms: 10 },
         { burst: 1 },
-        { concurrency: 3 },
+        { concurrency: 0 },
         { per_key: 1 },
         { count_parked: "yes" },
       ]

@@ -105,3 +105,76 @@ Deno.test("limits: three processes share a rate of 20/s: no second holds more th
 
 Deno.test("limits: a rate of 20/s holds while one of three processes is killed with kill -9; nothing is lost", () =>
   threeProcesses(true));
+
+/** The most intervals [start, end) that overlap at one instant. */
+function mostAtOnce(intervals: { start: number; end: number }[]): number {
+  const events = intervals.flatMap((i) => [[i.start, 1], [i.end, -1]] as [number, number][]);
+  events.sort((a, b) => a[0] - b[0] || a[1] - b[1]); // an end before a start at the same instant
+  let now = 0, most = 0;
+  for (const [, d] of events) most = Math.max(most, now += d);
+  return most;
+}
+
+async function concurrencyTwo(killOne: boolean): Promise<void> {
+  const { client, drop, schema } = await testClient();
+  await client.sql.unsafe(
+    `create table "${schema}".effects (job_id bigint not null, pid int not null, at timestamptz default clock_timestamp())`,
+  );
+  await client.setQueueLimit("default", { concurrency: 2 });
+  await client.enqueueMany(Array.from({ length: 100 }, (_, i) => ({ kind: "slow", args: { i } })));
+  const procs = [1, 2, 3].map(() =>
+    spawnWorker(schema, { PREFETCH: "3", MAX_WORKERS: "10", RESCUE_MS: "1000", SLOW_MS: "50" })
+  );
+  try {
+    await Promise.all(procs.map((p) => p.waitLine(/^started /)));
+    if (killOne) {
+      await waitFor(
+        async () =>
+          (await client.sql.unsafe(`select count(*)::int as n from "${schema}".effects`))[0].n >= 10,
+        20_000,
+        "ten jobs started",
+      );
+      await procs[0].kill("SIGKILL");
+    }
+    await waitFor(
+      async () => {
+        const [r] = await client.sql.unsafe(
+          `select count(*)::int as n from "${schema}".jobs where state = 'completed'`,
+        );
+        return r.n === 100;
+      },
+      60_000,
+      "all 100 completed",
+    );
+    // Each completed attempt's handler wrote its effect row while it ran (after its claim committed), and
+    // its completion started after the handler returned: [effect, finalized_at] lies inside the span the
+    // limit counts, from the claim's commit to the completion's commit. (The claim's own time is its
+    // transaction's start, before it waited for the queue's claim lock.)
+    const rows = await client.sql.unsafe(
+      `select extract(epoch from (select max(e.at) from "${schema}".effects e where e.job_id = j.id)) * 1000 as s,
+              extract(epoch from j.finalized_at) * 1000 as e
+         from "${schema}".jobs j where j.state = 'completed'`,
+    );
+    const most = mostAtOnce(rows.map((r) => ({ start: Number(r.s), end: Number(r.e) })));
+    assert.ok(most <= 2, `at most 2 at once (got ${most})`);
+    assert.equal(most, 2, "the limit's two units were used");
+    const [pids] = await client.sql.unsafe(`select count(distinct pid)::int as n from "${schema}".effects`);
+    assert.ok(pids.n >= 2, "more than one process ran jobs");
+  } finally {
+    await Promise.all(procs.map((p) => p.kill("SIGTERM")));
+    await drop();
+  }
+}
+
+Deno.test({
+  ignore: TEST_ENGINE !== "canonical",
+  name: "limits (canonical): three processes under a concurrency limit of 2: never more than 2 at once",
+  fn: () => concurrencyTwo(false),
+});
+
+Deno.test({
+  ignore: TEST_ENGINE !== "canonical",
+  name:
+    "limits (canonical): a concurrency limit of 2 holds while one of three processes is killed; nothing is lost",
+  fn: () => concurrencyTwo(true),
+});

@@ -32,8 +32,8 @@ Deno.test("limits: the setter validates, seeds only a queue without a row, clear
       [{ rate: 5, per: 1000, burst: 3 }, /unknown field burst/],
       [{ countParked: "yes" }, /countParked must be true or false/],
       [[], /limit must be an object/],
-      [{ concurrency: 2 }, /not available yet/],
-      [{ perKey: { concurrency: 1 } }, /not available yet/],
+      [{ concurrency: 0 }, /limit.concurrency must be an integer from 1/],
+      [{ perKey: { concurrency: 1 } }, /per-key limits are not available yet/],
     ];
     for (const [limit, re] of bad) {
       await assert.rejects(
@@ -235,5 +235,79 @@ Deno.test({
         `select sum(n)::int as n from "${client.schema}".limit_log where queue = 'm'`,
       );
       assert.equal(log.n, 5);
+    }),
+});
+
+Deno.test({
+  ignore: TEST_ENGINE !== "canonical",
+  name:
+    "limits (canonical): a concurrency limit counts running and held attempts and frees a unit at each end",
+  fn: () =>
+    withSchema(async (client) => {
+      await client.enqueueMany(Array.from({ length: 6 }, (_, i) => ({ kind: "k", args: { i }, queue: "c" })));
+      const set = await client.setQueueLimit("c", { concurrency: 2 }, { setBy: "test" });
+      assert.equal(set.concurrency, 2);
+      assert.equal(set.inUse.concurrency, 0);
+      const first = await client.engine.claim({
+        queue: "c",
+        limit: 5,
+        free: 1, // the second is held: it holds a unit too
+        runtimeId: "t",
+        policies: {},
+        callbackTimeoutsMs: {},
+        prefetchTtlMs: 10_000,
+      });
+      assert.equal(first.length, 2);
+      assert.equal(first.filter((j) => j.prefetched).length, 1);
+      assert.deepEqual(first.throttle, { limit: "concurrency", inUse: 2, retryAt: null });
+      const none = await claim(client, "c", 5, "t");
+      assert.equal(none.length, 0);
+      assert.equal(none.throttle?.limit, "concurrency");
+      assert.equal((await client.listQueueLimits())[0].inUse.concurrency, 2);
+
+      // An attempt that ends frees its unit for the next claim.
+      assert.deepEqual(
+        await client.engine.complete([{
+          id: first[0].id,
+          lease: first[0].lease,
+          result: null,
+          startedAt: new Date(),
+        }], {
+          keepCompleted: true,
+        }),
+        [first[0].id],
+      );
+      const next = await claim(client, "c", 5, "t");
+      assert.equal(next.length, 1);
+      assert.equal(next.throttle?.limit, "concurrency");
+
+      // A raised limit applies at the next claim.
+      await client.setQueueLimit("c", { concurrency: 4 });
+      assert.equal((await claim(client, "c", 5, "t")).length, 2);
+
+      // The storage transition does not begin while a concurrency limit is set.
+      await liveRuntimeBoth(client, "both:1");
+      const step = await client.storageStep("prepare");
+      assert.equal(step.outcome, "blocked");
+      assert.match(step.message, /concurrency limits on c, which queue storage does not enforce yet/);
+      await client.setQueueLimit("c", {});
+      assert.equal((await client.storageStep("prepare")).outcome, "changed");
+      await assert.rejects(
+        client.setQueueLimit("c", { concurrency: 1 }),
+        (e) => e instanceof ValidationError && /canonical engine only for now/.test(e.message),
+      );
+    }),
+});
+
+Deno.test({
+  ignore: TEST_ENGINE !== "queue_storage",
+  name: "limits (queue storage): a concurrency limit is refused, naming the engine",
+  fn: () =>
+    withSchema(async (client) => {
+      await assert.rejects(
+        client.setQueueLimit("c", { concurrency: 2 }),
+        (e) => e instanceof ValidationError && /canonical engine only for now/.test(e.message),
+      );
+      assert.deepEqual(await client.listQueueLimits(), []);
     }),
 });

@@ -73,6 +73,15 @@ export function Queues() {
                   <td data-label="Status" data-testid={`queue-status-${q.name}`}>
                     <span>
                       <PausedBadge paused={q.paused} />
+                      {q.limit?.concurrency != null && (
+                        <span
+                          class="badge"
+                          data-testid={`queue-concurrency-${q.name}`}
+                          title="fleet-wide concurrency limit"
+                        >
+                          {`concurrency ${q.limit.concurrency} · ${q.limit.in_use.concurrency ?? 0} in use`}
+                        </span>
+                      )}
                       {q.limit?.rate != null && q.limit.per_ms != null && (
                         <span
                           class="badge"

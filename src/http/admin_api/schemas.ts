@@ -179,6 +179,7 @@ export const SCHEMAS: Record<string, Schema> = {
         type: "object",
         properties: {
           rate: { type: ["integer", "null"], description: "jobs claimed in the current window" },
+          concurrency: { type: ["integer", "null"], description: "attempts open now" },
         },
       },
       set_by: {

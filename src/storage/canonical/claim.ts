@@ -128,6 +128,6 @@ export function claimLimited(
       ]);
     }
     if (b.throttled) jobs.throttle = throttleOf({ ...b, in_use: Number(b.in_use ?? 0) + jobs.length });
-    return { jobs, limited: b.log === true };
+    return { jobs, limited: b.limited === true };
   });
 }
