@@ -116,6 +116,19 @@ export class Dispatcher {
   private refillAfter = 0;
   /** A rate limit cut the last claim short: no claim before this time (a NOTIFY does not end the wait). */
   private throttledUntil = 0;
+  /**
+   * Attempts whose handler has returned (their slot is free) and whose outcome is not written yet: a
+   * concurrency limit still counts them, so while one cuts this queue's claims short (`unitLimited`) their
+   * slots are not claimed into until the outcome is written (a claim then would be cut short again).
+   */
+  private unwritten = 0;
+  /** Outcomes of this queue's attempts written so far (a claim cut short while one was written retries). */
+  private outcomesWritten = 0;
+  /** When a concurrency limit last cut a claim of this queue short (its units are counted for a second). */
+  private unitLimitedAt = -Infinity;
+  private get unitLimited(): boolean {
+    return Date.now() - this.unitLimitedAt < 1_000;
+  }
   /** The current wait after a claim a concurrency limit cut short (ms; 0 after one that was not). */
   private throttleBackoff = 0;
   /** The limit that cut this queue's claims short, since when; null once a claim was not cut short. */
@@ -200,8 +213,6 @@ export class Dispatcher {
    * claim, or within four poll intervals).
    */
   private slotFreed(): void {
-    // A unit of a concurrency limit freed here: claim again at once instead of after the backoff.
-    if (this.throttledBy && this.throttledBy.limit !== "rate") this.throttledUntil = 0;
     this.wakeups.forEach((w) => w.notify());
   }
 
@@ -243,13 +254,23 @@ export class Dispatcher {
   private run(job: Job): void {
     // The attempt leaves `inFlight` (what the heartbeat keeps alive) once its outcome is written; its slot
     // is freed once its handler has returned too (an aborted handler may still run: src/worker/stuck.ts).
+    let returned = false, written = false;
     const f: InFlight = execute(job, this.deps, () => {
       this.running--;
+      returned = true;
+      if (!written) this.unwritten++;
       if (this.backlog || this.buffer.length) this.slotFreed();
     }, () => {
       if (this.inFlight.get(job.id) === f) this.inFlight.delete(job.id);
-      // Its outcome is written: a unit of the queue's concurrency limit is free, claim again at once.
-      if (this.throttledBy && this.throttledBy.limit !== "rate") this.slotFreed();
+    }, () => {
+      written = true;
+      this.outcomesWritten++;
+      if (returned) this.unwritten--;
+      // Its outcome is committed: a unit of the queue's concurrency limit is free, claim again at once.
+      if (this.unitLimited) {
+        this.throttledUntil = 0;
+        this.slotFreed();
+      }
     });
     this.inFlight.set(job.id, f);
   }
@@ -303,7 +324,7 @@ export class Dispatcher {
         await this.giveBack(this.buffer.splice(0).map((h) => h.job), "queue paused");
       }
       this.feed();
-      const free = this.maxWorkers - this.running - this.reserved;
+      const free = this.maxWorkers - this.running - this.reserved - (this.unitLimited ? this.unwritten : 0);
       // Slots the buffer cannot fill are claimed into; the buffer is refilled once it is half empty.
       const intoSlots = this.buffer.length === 0 ? Math.min(Math.max(free, 0), this.share) : 0;
       const held = this.buffer.length + this.reservedAhead;
@@ -330,6 +351,7 @@ export class Dispatcher {
       }
       yielded = false;
       const limit = intoSlots + ahead;
+      const writtenBefore = this.outcomesWritten;
       this.reserved += intoSlots;
       this.reservedAhead += ahead;
       let claimed: Claimed;
@@ -365,6 +387,7 @@ export class Dispatcher {
         const t = claimed.throttle;
         this.ctx.throttled?.(t.limit).inc();
         if (this.throttledBy?.limit !== t.limit) this.throttledBy = { limit: t.limit, since: new Date() };
+        if (t.limit !== "rate") this.unitLimitedAt = Date.now();
         this.backlog = false;
         // A concurrency unit: retry after 25 ms, doubling up to the poll interval; this process's own freed
         // slot ends the wait at once (slotFreed).
@@ -374,6 +397,8 @@ export class Dispatcher {
         );
         this.throttledUntil = t.retryAt
           ? Math.max(t.retryAt.getTime(), Date.now() + 1)
+          : this.outcomesWritten !== writtenBefore
+          ? 0 // a unit of this process's may have freed after the claim counted: ask again at once
           : Date.now() + this.throttleBackoff;
         this.logger.debug(
           `svc: queue ${this.queue} is limited (${t.limit}, ${t.inUse} in use); claiming again in ${

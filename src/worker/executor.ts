@@ -71,8 +71,9 @@ export interface InFlight {
 type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
 
 /**
- * Starts an attempt. `onRecorded` runs once its outcome is written (or given up); `onSettled` once the slot
- * can be reused: the outcome is written and the handler has returned. An aborted handler (cancel, deadline,
+ * Starts an attempt. `onRecorded` runs once its outcome is recorded (a completion: handed to the completer;
+ * or given up); `onWritten` once the outcome is committed (a completion: its batch; not for one given up);
+ * `onSettled` once the slot can be reused: the outcome is recorded and the handler has returned. An aborted handler (cancel, deadline,
  * shutdown) has its outcome written at once but keeps its slot until it returns (src/worker/stuck.ts).
  */
 export function execute(
@@ -80,6 +81,7 @@ export function execute(
   d: ExecutorDeps,
   onSettled: () => void,
   onRecorded?: () => void,
+  onWritten?: () => void,
 ): InFlight {
   // The signal is made when the handler first reads `ctx.signal` (most never do); an abort before that
   // hands it out already aborted.
@@ -156,7 +158,11 @@ export function execute(
     m.duration.observe((Date.now() - startedAt) / 1000);
     if (t) endAttemptSpan(t, !outcome.ok, abortedWith ?? (outcome.ok ? undefined : outcome.error));
     try {
-      await record(job, runner, outcome, abortedWith, d, tx);
+      const completion = await record(job, runner, outcome, abortedWith, d, tx);
+      if (onWritten) {
+        if (completion) completion.written.then(onWritten, onWritten);
+        else onWritten();
+      }
     } catch (e) {
       // The attempt stays `running` in the database: the heartbeat names it and the leader's rescue ends it.
       const why = describeThrown(e);
@@ -200,7 +206,7 @@ async function record(
   abortedWith: AbortReason | null,
   d: ExecutorDeps,
   tx: AttemptTx,
-): Promise<void> {
+): Promise<{ written: Promise<boolean> } | void> {
   const { engine, logger, on } = d;
   if (tx.completed) {
     // ctx.transaction completed the job: nothing else is written for this attempt.
@@ -266,7 +272,8 @@ async function record(
         if (ok) emit(on, logger, "completed", { ...job, state: "completed", result: v ?? null });
       });
     }
-    return;
+    // Wrapped: an async function that returned the promise itself would wait for it (the commit).
+    return { written };
   }
   const terminal = safeInstanceOf(outcome.error, TerminalError);
   // A handler's own error keeps its stack; an error of svc's (no handler for the kind) has none worth keeping.
