@@ -199,3 +199,64 @@ begin
   get diagnostics v_n = row_count;
   return v_n;
 end $$;
+
+-- The canonical claim of a limited queue, in one call (one round trip): the queue's claim lock and budget
+-- (limit_budget), the claim of at most that many available jobs (the statement of the plain claim,
+-- src/storage/canonical/claim.ts, with HTTP callbacks registered for the kinds in p_callbacks), and the
+-- rate's log row. Returns each claimed job as JSON (its columns and `prefetched`), then, when a limit cut the
+-- claim short, {throttled, in_use, retry_at}; {limited: false} when the queue has no limit any more.
+create or replace function canonical_claim_limited(p_queue text, p_limit integer, p_worker text, p_policies jsonb,
+                                                   p_free integer, p_ttl_ms bigint, p_callbacks jsonb)
+returns setof jsonb language plpgsql set search_path from current set jit = off as $$
+declare
+  b record;
+  v_n bigint := 0;
+begin
+  select * into b from limit_budget(p_queue, p_limit, true);
+  if b.budget > 0 then
+    return query
+    with next as (
+      select c.id, row_number() over (order by c.priority, c.run_at, c.id) as n from (
+        select j.id, j.priority, j.run_at from jobs j
+         where j.state = 'available' and j.queue = p_queue
+           and not exists (select 1 from queues q where q.name = p_queue and q.paused)
+         order by j.priority, j.run_at, j.id
+         limit b.budget
+         for update skip locked) c),
+    claimed as (
+      update jobs j
+         set state = 'running', attempt = j.attempt + 1, lease = j.lease + 1,
+             claimed_at = now(), attempted_at = null, heartbeat_at = now(), attempted_by = p_worker,
+             deadline_at = now() + (((p_policies -> j.kind ->> 'timeout_ms')::bigint
+                                     + case when next.n > p_free then p_ttl_ms else 0 end) * interval '1 millisecond'),
+             effective_max_attempts = least(j.max_attempts,
+               coalesce((p_policies -> j.kind ->> 'max_attempts')::integer, j.max_attempts)),
+             retry_delay_ms = coalesce(
+               (p_policies -> j.kind -> 'delays_ms' ->> least(j.attempt,
+                  jsonb_array_length(coalesce(p_policies -> j.kind -> 'delays_ms', '[null]')) - 1))::bigint,
+               backoff_ms(j.attempt + 1)),
+             callback_id = case when p_callbacks ? j.kind then gen_random_uuid() else j.callback_id end,
+             callback_timeout_at = case when p_callbacks ? j.kind
+               then now() + ((p_callbacks ->> j.kind)::bigint * interval '1 millisecond')
+               else j.callback_timeout_at end
+        from next where j.id = next.id
+      returning j.*, next.n > p_free as prefetched),
+    superseded as (
+      update callbacks c set state = 'superseded', resolved_at = now()
+       where c.state = 'pending' and c.job_id = any(array(select x.id from claimed x where p_callbacks ? x.kind))),
+    registered as (
+      insert into callbacks (id, job_id, attempt, lease, kind, deadline_at)
+      select x.callback_id, x.id, x.attempt, x.lease, 'http', x.callback_timeout_at
+        from claimed x where p_callbacks ? x.kind)
+    select to_jsonb(x) from claimed x;
+    get diagnostics v_n = row_count;
+  end if;
+  if v_n > 0 and b.log then
+    insert into limit_log (queue, at, n) values (p_queue, now(), v_n);
+  end if;
+  if b.throttled is not null then
+    return next jsonb_build_object('throttled', b.throttled, 'in_use', b.in_use + v_n, 'retry_at', b.retry_at);
+  elsif not b.limited then
+    return next jsonb_build_object('limited', false);
+  end if;
+end $$;

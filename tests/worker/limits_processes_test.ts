@@ -158,8 +158,7 @@ async function concurrencyTwo(killOne: boolean): Promise<void> {
     const most = mostAtOnce(rows.map((r) => ({ start: Number(r.s), end: Number(r.e) })));
     assert.ok(most <= 2, `at most 2 at once (got ${most})`);
     assert.equal(most, 2, "the limit's two units were used");
-    const [pids] = await client.sql.unsafe(`select count(distinct pid)::int as n from "${schema}".effects`);
-    assert.ok(pids.n >= 2, "more than one process ran jobs");
+    // (Which process runs them is not promised: the process whose attempt ends takes its unit back first.)
   } finally {
     await Promise.all(procs.map((p) => p.kill("SIGTERM")));
     await drop();

@@ -311,3 +311,18 @@ Deno.test({
       assert.deepEqual(await client.listQueueLimits(), []);
     }),
 });
+
+Deno.test("limits: a limited claim registers the HTTP callbacks of the kinds that ask for one", () =>
+  withSchema(async (client) => {
+    const [a] = await client.enqueueMany([{ kind: "fn", queue: "h" }, { kind: "k", queue: "h" }]);
+    await client.setQueueLimit("h", { rate: 10, per: 60_000 });
+    await rateInForce(client, "h");
+    const got = await claim(client, "h", 2, "t", {}, { fn: 60_000 });
+    assert.equal(got.length, 2);
+    const fn = got.find((j) => j.id === a.id)!;
+    assert.ok(fn.callbackId, "the HTTP kind's attempt has a callback");
+    assert.equal(got.find((j) => j.id !== a.id)!.callbackId, null);
+    const cb = await client.getCallback(fn.callbackId!);
+    assert.equal(cb?.state, "pending");
+    assert.equal(cb?.jobId, a.id);
+  }));

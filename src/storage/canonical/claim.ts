@@ -6,7 +6,7 @@
  * attempt is counted now as well, and their deadline includes the prefetch TTL. `claimed_at` is the
  * claim's time; `attempted_at` stays null until the outcome writes the handler's real start.
  */
-import type { Db } from "../../db/connection.ts";
+import type { Db, Row } from "../../db/connection.ts";
 import type { SchemaNames } from "../../db/names.ts";
 import type { Job } from "../../types.ts";
 import type { Claimed, ClaimRequest } from "../engine.ts";
@@ -19,14 +19,12 @@ import { jobFromJson } from "../../wire.ts";
  * none through the plain claim while it is limited (its claims go through `claimLimited`, which takes the
  * queue's claim lock and the budget first).
  */
-function nextCte(n: SchemaNames, limited = false): string {
+function nextCte(n: SchemaNames): string {
   return `next as (
        select id, row_number() over (order by priority, run_at, id) as n from (
          select id, priority, run_at from ${n.q}.jobs
           where state = 'available' and queue = $1
-            and not exists (select 1 from ${n.q}.queues q where q.name = $1 and ${
-    limited ? "q.paused" : "(q.paused or q.limited)"
-  })
+            and not exists (select 1 from ${n.q}.queues q where q.name = $1 and (q.paused or q.limited))
           order by priority, run_at, id
           limit $2
           for update skip locked) c)`;
@@ -53,6 +51,18 @@ function claimUpdate(n: SchemaNames, extraSet: string): string {
      returning j.*, next.n > $5 as prefetched`;
 }
 
+/** `$1` queue, `$2` limit, `$3` runtime id, `$4` policies, `$5` free slots, `$6` prefetch TTL in ms. */
+function claimParams(req: ClaimRequest): unknown[] {
+  return [
+    req.queue,
+    req.limit,
+    req.runtimeId,
+    policiesJson(req),
+    req.free,
+    Math.max(0, Math.round(req.prefetchTtlMs)),
+  ];
+}
+
 function inClaimOrder(jobs: Job[]): Job[] {
   return jobs.sort((a, b) => a.priority - b.priority || +a.runAt - +b.runAt || a.id - b.id);
 }
@@ -69,20 +79,13 @@ const REGISTER_HTTP_CALLBACK = `,
  * `req.callbackTimeoutsMs` (HTTP workers) get a callback registered in the same statement: one commit
  * fewer per HTTP job.
  */
-export async function claimJobs(db: Db, n: SchemaNames, req: ClaimRequest, limited = false): Promise<Job[]> {
-  const params: unknown[] = [
-    req.queue,
-    req.limit,
-    req.runtimeId,
-    policiesJson(req),
-    req.free,
-    Math.max(0, Math.round(req.prefetchTtlMs)),
-  ];
-  let text = `with ${nextCte(n, limited)}
+export async function claimJobs(db: Db, n: SchemaNames, req: ClaimRequest): Promise<Job[]> {
+  const params = claimParams(req);
+  let text = `with ${nextCte(n)}
      ${claimUpdate(n, "")}`;
   if (Object.keys(req.callbackTimeoutsMs).length > 0) {
     params.push(JSON.stringify(req.callbackTimeoutsMs));
-    text = `with ${nextCte(n, limited)},
+    text = `with ${nextCte(n)},
      claimed as (
        ${claimUpdate(n, REGISTER_HTTP_CALLBACK)}),
      superseded as (
@@ -105,29 +108,35 @@ export async function claimJobs(db: Db, n: SchemaNames, req: ClaimRequest, limit
 }
 
 /**
- * The claim of a limited queue (ADR 019), in one transaction: the queue's claim lock (queue storage's key,
- * so that while the storage transition is mixed both engines' claims take turns) and the budget its limits
- * leave, then the claim of at most that many, then a `limit_log` row for a rate. `limited` false: the queue
- * turned out to have no limit (its claim ran as a plain one).
+ * The claim of a limited queue (ADR 019), one call of `canonical_claim_limited`: the queue's claim lock (queue
+ * storage's key, so that while the storage transition is mixed both engines' claims take turns) and the budget
+ * its limits leave, the claim of at most that many, and a `limit_log` row for a rate. `limited` false: the
+ * queue turned out to have no limit (its claim ran as a plain one).
  */
-export function claimLimited(
+export async function claimLimited(
   db: Db,
   n: SchemaNames,
   req: ClaimRequest,
 ): Promise<{ jobs: Claimed; limited: boolean }> {
-  return db.begin(async (tx) => {
-    const [b] = await tx.query(`select * from ${n.q}.limit_budget($1, $2, true)`, [req.queue, req.limit]);
-    const budget = Number(b.budget);
-    const jobs: Claimed = budget > 0
-      ? await claimJobs(tx, n, { ...req, limit: budget, free: Math.min(req.free, budget) }, true)
-      : [];
-    if (jobs.length > 0 && b.log) {
-      await tx.query(`insert into ${n.q}.limit_log (queue, at, n) values ($1, now(), $2)`, [
-        req.queue,
-        jobs.length,
-      ]);
+  const rows = await db.query(
+    `select j from ${n.q}.canonical_claim_limited($1, $2, $3, $4::text::jsonb, $5, $6, $7::text::jsonb) j`,
+    [...claimParams(req), JSON.stringify(req.callbackTimeoutsMs)],
+  );
+  let limited = true;
+  let throttle: Row | null = null;
+  const jobs: Claimed = [];
+  for (const { j } of rows) {
+    if (j.id === undefined) {
+      if (j.limited === false) limited = false;
+      else throttle = j;
+      continue;
     }
-    if (b.throttled) jobs.throttle = throttleOf({ ...b, in_use: Number(b.in_use ?? 0) + jobs.length });
-    return { jobs, limited: b.limited === true };
-  });
+    const job = jobFromJson(j);
+    if (j.prefetched) job.prefetched = true;
+    else job.attemptedAt = job.claimedAt;
+    jobs.push(job);
+  }
+  inClaimOrder(jobs);
+  if (throttle) jobs.throttle = throttleOf(throttle);
+  return { jobs, limited };
 }
