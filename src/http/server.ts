@@ -220,7 +220,7 @@ export function createAdminServer(client: Client, opts: AdminServerOptions): Adm
       }
       if (!depthRegistered) {
         depthRegistered = true;
-        depthGauges(metrics, client.engine, client.schema);
+        depthGauges(metrics, client.engine, client.schema, undefined, () => client.listQueueLimits());
       }
       const text = c.req.method === "HEAD"
         ? null

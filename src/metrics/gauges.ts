@@ -6,6 +6,7 @@
  * process on the same schema share one depth reading.
  */
 import type { StorageEngine } from "../storage/engine.ts";
+import type { QueueLimitInfo } from "../types.ts";
 import type { GaugeReading } from "./registry.ts";
 import type { SvcMetrics } from "./svc_metrics.ts";
 import type { Dispatcher } from "../worker/dispatcher.ts";
@@ -24,6 +25,7 @@ export function workerGauges(
   dispatchers: Map<string, Dispatcher>,
   isLeader: () => boolean,
   stuckByQueue: () => Map<string, number> = () => new Map(),
+  limits?: () => Promise<QueueLimitInfo[]>,
 ): () => Promise<void> {
   const perQueue = (value: (d: Dispatcher) => number) => (): GaugeReading[] =>
     [...dispatchers].map(([queue, d]) => [[m.queueLabel(queue)], value(d)]);
@@ -36,7 +38,7 @@ export function workerGauges(
     }),
   ];
   // Only the leader reads the depths: one process of a deployment pays for them.
-  const stopDepth = depthGauges(m, engine, schema, isLeader);
+  const stopDepth = depthGauges(m, engine, schema, isLeader, limits);
   return () => {
     removals.forEach((r) => r());
     stopDepth();
@@ -54,17 +56,32 @@ export function depthGauges(
   engine: StorageEngine,
   schema: string,
   wanted: () => boolean = () => true,
+  limits?: () => Promise<QueueLimitInfo[]>,
 ): () => void {
   let shared = depthReaders.get(schema);
   if (!shared) {
     const users = new Set<() => boolean>();
-    const cached = cachedDepths(engine);
+    const cached = cachedReading(() => engine.queueDepths());
     const read = () => ([...users].some((w) => w()) ? cached() : Promise.resolve([]));
+    const cachedLimits = limits ? cachedReading(limits) : null;
+    const readLimits = () =>
+      cachedLimits && [...users].some((w) => w()) ? cachedLimits() : Promise.resolve([] as QueueLimitInfo[]);
     const stops = [
       m.f.svc_queue_depth.source(async () => (await read()).map((d) => [[m.queueLabel(d.queue)], d.depth])),
       m.f.svc_queue_oldest_available_age_seconds.source(async () =>
         (await read()).flatMap((d) =>
           d.oldestAvailableAgeSeconds === null ? [] : [[[m.queueLabel(d.queue)], d.oldestAvailableAgeSeconds]]
+        )
+      ),
+      // Each limit's use: attempts open (concurrency), jobs claimed in the current window (rate).
+      m.f.svc_limit_in_use.source(async () =>
+        (await readLimits()).flatMap((l) =>
+          [
+            ...(l.inUse.concurrency === null
+              ? []
+              : [[[m.queueLabel(l.queue), "concurrency"], l.inUse.concurrency]]),
+            ...(l.inUse.rate === null ? [] : [[[m.queueLabel(l.queue), "rate"], l.inUse.rate]]),
+          ] as GaugeReading[]
         )
       ),
     ];
@@ -82,14 +99,14 @@ export function depthGauges(
     }
   };
 }
-/** `engine.queueDepths()`, read again only when the last reading is older than `DEPTH_EVERY_MS`. */
-function cachedDepths(engine: StorageEngine): () => ReturnType<StorageEngine["queueDepths"]> {
-  let last: ReturnType<StorageEngine["queueDepths"]> | null = null;
+/** `read()` (the depths, the limits), read again only when the last reading is older than `DEPTH_EVERY_MS`. */
+function cachedReading<T>(read: () => Promise<T>): () => Promise<T> {
+  let last: Promise<T> | null = null;
   let at = 0;
   return () => {
     if (!last || Date.now() - at >= DEPTH_EVERY_MS) {
       at = Date.now();
-      last = engine.queueDepths();
+      last = read();
       last.catch(() => {
         last = null; // read again at the next collection
       });

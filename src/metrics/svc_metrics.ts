@@ -108,10 +108,15 @@ const SPECS = {
   ],
   svc_leader_duty_duration_seconds: ["histogram", ["duty"], "Run time of a leader duty"],
   svc_claim_duration_seconds: ["histogram", ["queue"], "Run time of a claim statement"],
+  svc_limit_in_use: [
+    "gauge",
+    ["queue", "limit"],
+    "Use of a queue's fleet-wide limit: attempts open (concurrency), jobs claimed in the current window (rate)",
+  ],
   svc_limit_throttled_total: [
     "counter",
     ["queue", "limit"],
-    "Claims of this process that a fleet-wide limit of the queue cut short (limit: rate)",
+    "Claims of this process that a fleet-wide limit of the queue cut short (limit: rate or concurrency)",
   ],
   svc_completion_batch_duration_seconds: ["histogram", [], "Run time of a completion statement (one batch)"],
   svc_ring_prune_total: ["counter", ["outcome"], "Queue storage: the leader's looks at sealed ring slots"],

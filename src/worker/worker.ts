@@ -12,7 +12,7 @@ import { SchemaOutdatedError, SvcError, ValidationError } from "../errors.ts";
 import { env, hostname, pid } from "../platform/platform.ts";
 import type { Job, Logger, ReadinessReport } from "../types.ts";
 import { RoutedEngine } from "../storage/routed.ts";
-import { setQueueLimit } from "../storage/shared/limits.ts";
+import { queueLimits, setQueueLimit } from "../storage/shared/limits.ts";
 import { Dispatcher } from "./dispatcher.ts";
 import { type ExecutorDeps, fail, type InFlight } from "./executor.ts";
 import { Completer } from "./completer.ts";
@@ -302,6 +302,7 @@ export function createWorker<T extends object = AnyTasks>(opts: WorkerOptions<T>
             dispatchers,
             () => election.isLeader,
             () => stuck.byQueue(),
+            () => queueLimits(db, names),
           ),
         );
       }

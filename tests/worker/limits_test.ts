@@ -194,6 +194,16 @@ Deno.test("limits: a worker's limit option seeds a queue without a row, and its 
         "the heartbeat's throttled queue",
       );
       assert.equal(reported!.queue, "s");
+      // The leader reads each limit's use at collection: svc_limit_in_use{queue, limit="rate"}.
+      const inUse = await waitFor(
+        async () => {
+          const all = flatten(parsePrometheus(await svcMetrics().registry.text()));
+          return all.get(seriesKey("svc_limit_in_use", { queue: "s", limit: "rate" }));
+        },
+        10_000,
+        "the limit's use gauge",
+      );
+      assert.ok(inUse! >= 1 && inUse! <= 4, `jobs claimed in the window (${inUse})`);
       assert.equal(reported!.limit, "rate");
       assert.ok(Date.parse(reported!.since) <= Date.now());
     } finally {
