@@ -238,7 +238,7 @@ Deno.test("prefetch: kill -9 with a full buffer: every held job is rescued with 
   }
 });
 
-Deno.test("prefetch: two processes with the same settings each run 40-60 % of 20,000 jobs", async () => {
+Deno.test("prefetch: two processes with the same settings each run 35-65 % of 20,000 jobs", async () => {
   const { client, drop, schema } = await testClient();
   await client.sql.unsafe(`create table "${schema}".effects (job_id bigint not null, pid int not null)`);
   // A long rescueAfter: on a loaded machine a late heartbeat must not rescue (and rerun) a held job.
@@ -258,9 +258,12 @@ Deno.test("prefetch: two processes with the same settings each run 40-60 % of 20
       `select pid, count(*)::int as n from "${schema}".effects group by pid order by pid`,
     );
     assert.equal(rows.length, 2, JSON.stringify(rows));
+    // Not even: on two cores shared with the server, the process that gets the CPU first refills its buffer
+    // more often (nine runs alone on this machine, at this commit and the one before it: 37.6-62.4 %).
+    // What this bounds is a process hoarding the backlog.
     for (const r of rows) {
       const share = r.n / 20_000;
-      assert.ok(share >= 0.4 && share <= 0.6, `process ${r.pid} ran ${(share * 100).toFixed(1)} %`);
+      assert.ok(share >= 0.35 && share <= 0.65, `process ${r.pid} ran ${(share * 100).toFixed(1)} %`);
     }
     const [dup] = await client.sql.unsafe(
       `select count(*)::int as n from (select job_id from "${schema}".effects group by 1 having count(*) > 1) x`,
