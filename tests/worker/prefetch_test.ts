@@ -259,7 +259,7 @@ Deno.test("prefetch: two processes with the same settings each run 35-65 % of 20
     );
     assert.equal(rows.length, 2, JSON.stringify(rows));
     // Not even: on two cores shared with the server, the process that gets the CPU first refills its buffer
-    // more often (nine runs alone on this machine, at this commit and the one before it: 37.6-62.4 %).
+    // more often (eight runs alone on this machine, four at this commit and four before its session: 37.6-62.4 %).
     // What this bounds is a process hoarding the backlog.
     for (const r of rows) {
       const share = r.n / 20_000;
