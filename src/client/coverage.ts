@@ -63,11 +63,10 @@ export async function queuesWithCoverage(
   limits: Map<string, QueueLimitInfo>;
 }> {
   const list = client.listQueues();
-  const [queues, coverage, limits] = await Promise.all([
-    list,
-    queueCoverage(client, liveWithinMs, list),
-    client.listQueueLimits(),
-  ]);
+  const [queues, coverage] = await Promise.all([list, queueCoverage(client, liveWithinMs, list)]);
+  // After the others, not beside them: a request's statements stay within the few connections a small pool
+  // has (through a transaction pooler, statements pipelined on one connection are a risk).
+  const limits = await client.listQueueLimits();
   return {
     queues,
     coverage,
