@@ -110,6 +110,16 @@ declare
   v_limited boolean;
   v_budget record;
   v_taken bigint;
+  -- a concurrency limit: the queue's open ring attempts before this claim (ADR 019)
+  v_conc integer;
+  v_count_parked boolean;
+  v_open bigint;
+  v_oj bigint[];
+  v_ol integer[];
+  v_os smallint[];
+  v_oc bigint[];
+  v_ok text[];
+  v_claim bigint;
   v_prios smallint[] := array(select distinct l.priority from svc_qs.lanes l where l.queue = p_queue);
   v_ttl bigint := case when p_limit > p_free then greatest(p_prefetch_ttl_ms, 0) else 0 end;
   -- The slots of the generations in p_skip (claim_exhausted found them with nothing left for this queue,
@@ -130,7 +140,17 @@ begin
   -- A limited queue (ADR 019): the claim takes at most what its limits leave, counted under the lock; when
   -- a limit cut it short, a last row without a job says which, its use and when to ask again.
   if v_limited then
-    select * into v_budget from limit_budget(p_queue, p_limit);
+    -- A concurrency limit counts the open attempts of the newest log row that have not ended, and the
+    -- parked ones that hold a unit; this claim writes the next log row.
+    select l.concurrency, l.count_parked into v_conc, v_count_parked from queue_limits l where l.queue = p_queue;
+    if v_conc is not null then
+      select coalesce(array_agg(o.job_id), '{}'), coalesce(array_agg(o.lease), '{}'), coalesce(array_agg(o.slot), '{}'),
+             coalesce(array_agg(o.claim_id), '{}'), coalesce(array_agg(o.limit_key), '{}')
+        into v_oj, v_ol, v_os, v_oc, v_ok
+        from svc_qs.limit_open_now(p_queue) o;
+      v_open := cardinality(v_oj) + svc_qs.limit_parked_units(p_queue, v_count_parked);
+    end if;
+    select * into v_budget from limit_budget(p_queue, p_limit, false, v_open);
     if v_budget.budget < p_limit then
       p_limit := v_budget.budget;
       p_free := least(p_free, p_limit);
@@ -160,6 +180,20 @@ begin
     get diagnostics v_taken = row_count;
     if v_taken > 0 and v_budget.log then
       insert into limit_log (queue, at, n) values (p_queue, now(), v_taken);
+    end if;
+    -- The next log row: the attempts still open plus those just taken (the claim's batches expanded to
+    -- their ready rows: this transaction's claims rows of the claim id the statement drew).
+    if v_taken > 0 and v_conc is not null then
+      v_claim := currval('svc_qs.claim_seq');
+      insert into svc_qs.limit_open (queue, claim_id, at, job_ids, leases, slots, claim_ids, limit_keys)
+      select p_queue, v_claim, now(), v_oj || array_agg(r.job_id), v_ol || array_agg(r.lease + 1),
+             v_os || array_agg(c.slot), v_oc || array_agg(c.claim_id), v_ok || array_agg(r.limit_key)
+        from svc_qs.claims c
+        join svc_qs.ready r on r.queue = c.queue and r.priority = c.priority and r.shard = c.shard
+                           and r.slot = c.slot and r.seq between c.first_seq and c.last_seq
+       where c.claim_id = v_claim and c.queue = p_queue
+         and not exists (select 1 from svc_qs.skipped s where s.queue = r.queue and s.priority = r.priority
+                           and s.shard = r.shard and s.seq = r.seq and s.slot = r.slot);
     end if;
     if v_budget.throttled is not null then
       return query select null::smallint, null::text, null::smallint, null::smallint, null::bigint, null::bigint,

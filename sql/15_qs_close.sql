@@ -218,10 +218,16 @@ begin
   return query
     insert into svc_qs.parked (job_id, lease, state, queue, priority, kind, args, attempt, max_attempts, run_at,
                                created_at, errors, tags, metadata, unique_key, trace_context, claimed_at, attempted_at,
-                               attempted_by, deadline_at, prefetched, effective_max_attempts, retry_delay_ms, limit_key)
+                               attempted_by, deadline_at, prefetched, effective_max_attempts, retry_delay_ms, limit_key,
+                               waiter)
     select t.job_id, t.lease, p_state, t.queue, t.priority, t.kind, t.args, t.attempt, t.max_attempts,
            t.run_at, t.created_at, t.errors, t.tags, t.metadata, t.unique_key, t.trace_context, t.claimed_at, t.attempted_at,
-           t.attempted_by, t.deadline_at, false, t.effective_max_attempts, t.retry_delay_ms, t.limit_key
+           t.attempted_by, t.deadline_at, false, t.effective_max_attempts, t.retry_delay_ms, t.limit_key,
+           -- what waits for the callback ('http' or 'in_process'): a concurrency limit counts HTTP parks only
+           -- when the queue says so (ADR 019)
+           case when p_state = 'waiting_external' then
+             (select c.kind from svc_qs.callbacks c where c.job_id = t.job_id and c.lease = t.lease and c.state = 'pending'
+               order by c.created_at desc limit 1) end
       from jsonb_to_recordset(p_taken) as t(job_id bigint, lease integer, queue text, priority smallint, kind text,
              args jsonb, attempt integer, max_attempts integer, run_at timestamptz, created_at timestamptz,
              errors jsonb, tags text[], metadata jsonb, unique_key text, trace_context text,

@@ -14,6 +14,68 @@ language sql stable set search_path from current as $$
            where j.state = 'waiting_external' and j.queue = p_queue and (c.kind <> 'http' or p_count_parked))
 $$;
 
+-- Queue storage: the open ring attempts of a queue with a concurrency limit, from its newest limit_open row
+-- (every claim of the queue since the limit was set writes one, holding the open attempts after it): the
+-- entries whose attempt has not ended, i.e. no completions row of its claim batch lists it and no closed row
+-- holds it. An attempt (job, lease) never reopens, so an ended entry stays ended.
+create or replace function svc_qs.limit_open_now(p_queue text)
+returns table (job_id bigint, lease integer, slot smallint, claim_id bigint, limit_key text)
+language plpgsql stable set search_path from current set jit = off as $$
+#variable_conflict use_column
+begin
+  return query
+  select e.job_id, e.lease, e.slot, e.claim_id, e.limit_key
+    from (select g.* from svc_qs.limit_open g where g.queue = p_queue order by g.claim_id desc limit 1) g
+    cross join lateral unnest(g.job_ids, g.leases, g.slots, g.claim_ids, g.limit_keys)
+      as e(job_id, lease, slot, claim_id, limit_key)
+   where not exists (select 1 from svc_qs.closed c where c.job_id = e.job_id and c.lease = e.lease and c.slot = e.slot)
+     and not exists (select 1 from svc_qs.completions x
+                      where x.claim_id = e.claim_id and x.slot = e.slot and e.job_id = any(x.ids));
+end $$;
+
+-- Queue storage: the parked attempts of a queue that hold a concurrency unit: in-process waiters (their
+-- handler resumes without a claim) and attempts moved out of the ring for running long, and HTTP parks when
+-- the queue counts them (p_count_parked). Without p_count_parked the partial index on parked (queue) reads
+-- only the rows that hold a unit, which the limit bounds.
+create or replace function svc_qs.limit_parked_units(p_queue text, p_count_parked boolean) returns bigint
+language sql stable as $$
+  select case when p_count_parked then (select count(*) from svc_qs.parked p where p.queue = p_queue)
+              else (select count(*) from svc_qs.parked p where p.queue = p_queue and p.waiter is distinct from 'http') end
+$$;
+
+-- Queue storage: every open ring attempt of a queue, read from its claims kept in the ring (each batch not
+-- wholly completed, expanded to its ready rows): what a concurrency limit starts from when it is set. Reads
+-- the queue's claims of the whole retention; it runs once, under the queue's claim lock, in the setter.
+create or replace function svc_qs.limit_open_scan(p_queue text)
+returns table (job_id bigint, lease integer, slot smallint, claim_id bigint, limit_key text)
+language plpgsql stable set search_path from current set jit = off as $$
+#variable_conflict use_column
+begin
+  return query
+  select r.job_id, r.lease + 1, c.slot, c.claim_id, r.limit_key
+    from svc_qs.claims c
+    cross join lateral (
+      select r.job_id, r.lease, r.limit_key from svc_qs.ready r
+       where r.queue = c.queue and r.priority = c.priority and r.shard = c.shard and r.slot = c.slot
+         and r.seq between c.first_seq and c.last_seq
+         and not exists (select 1 from svc_qs.skipped s where s.queue = r.queue and s.priority = r.priority
+                           and s.shard = r.shard and s.seq = r.seq and s.slot = r.slot)) r
+   where c.queue = p_queue
+     and (select coalesce(sum(cardinality(x.ids)), 0) from svc_qs.completions x
+           where x.claim_id = c.claim_id and x.slot = c.slot) < c.n
+     and not svc_qs.attempt_closed(r.job_id, r.lease + 1, c.slot, c.claim_id);
+end $$;
+
+-- The open attempts of queue p_queue as a concurrency limit counts them, on the engine the database runs.
+create or replace function limit_open_attempts(p_queue text, p_count_parked boolean) returns bigint
+language plpgsql stable set search_path from current set jit = off as $$
+begin
+  if (select transition from storage_state) = 'active' then
+    return (select count(*) from svc_qs.limit_open_now(p_queue)) + svc_qs.limit_parked_units(p_queue, p_count_parked);
+  end if;
+  return canonical_open_attempts(p_queue, p_count_parked);
+end $$;
+
 -- A queue's limits as every JSON surface shows them, with their use (in_use.rate: the jobs claimed in the
 -- rate's current window); null when the queue has no limits row.
 create or replace function queue_limit_json(l queue_limits) returns jsonb language sql stable set search_path from current as $$
@@ -24,7 +86,7 @@ create or replace function queue_limit_json(l queue_limits) returns jsonb langua
     'in_use', jsonb_build_object('rate', case when l.rate is not null then (
       select coalesce(sum(g.n), 0) from limit_log g
        where g.queue = l.queue and g.at > now() - l.per_ms * interval '1 millisecond') end,
-      'concurrency', case when l.concurrency is not null then canonical_open_attempts(l.queue, l.count_parked) end),
+      'concurrency', case when l.concurrency is not null then limit_open_attempts(l.queue, l.count_parked) end),
     'set_by', l.set_by, 'updated_at', iso(l.updated_at)) end
 $$;
 
@@ -39,6 +101,7 @@ declare
   v_old queue_limits;
   v_new queue_limits;
   v_int integer;
+  v_state text;
   k text;
 begin
   if p_queue is null or p_queue !~ '^[A-Za-z0-9_.-]{1,48}$' then
@@ -77,12 +140,13 @@ begin
   end if;
 
   perform pg_advisory_xact_lock(svc_qs.claim_lock_key(p_queue));
-  -- A concurrency limit is counted from the canonical jobs table; queue storage does not enforce it yet, so
-  -- it is refused once a storage transition has begun (and the transition refuses to begin while one is set).
-  if (p_limit ->> 'concurrency') is not null
-     and (select transition from storage_state for share) <> 'canonical' then
-    raise exception 'svc.limit: concurrency limits are available on the canonical engine only for now; this database runs queue storage (%)',
-      (select transition from storage_state) using errcode = '0A000';
+  -- A concurrency limit counts open attempts on one engine: canonical's jobs table, or queue storage's log of
+  -- open attempts. Neither counts the other's, so a concurrency limit is refused while a storage transition
+  -- is under way (and a transition refuses to begin while one is set).
+  v_state := (select transition from storage_state for share);
+  if (p_limit ->> 'concurrency') is not null and v_state not in ('canonical', 'active') then
+    raise exception 'svc.limit: concurrency limits are not available while the storage transition is under way (%); set it once the transition is finished',
+      v_state using errcode = '0A000';
   end if;
   select * into v_old from queue_limits where queue = p_queue;
   if found and p_seed then
@@ -114,6 +178,17 @@ begin
   if v_new.rate is null then
     delete from limit_log where queue = p_queue;
   end if;
+  -- Queue storage: a new concurrency limit starts from the queue's open attempts, read here under the claim
+  -- lock (every later claim adds to the newest log row); without one, the log goes.
+  if v_state = 'active' and v_new.concurrency is null then
+    delete from svc_qs.limit_open where queue = p_queue;
+  elsif v_state = 'active' and v_old.concurrency is null then
+    insert into svc_qs.limit_open (queue, claim_id, at, job_ids, leases, slots, claim_ids, limit_keys)
+    select p_queue, nextval('svc_qs.claim_seq'), now(), coalesce(array_agg(o.job_id), '{}'),
+           coalesce(array_agg(o.lease), '{}'), coalesce(array_agg(o.slot), '{}'),
+           coalesce(array_agg(o.claim_id), '{}'), coalesce(array_agg(o.limit_key), '{}')
+      from svc_qs.limit_open_scan(p_queue) o;
+  end if;
   perform pg_notify(current_schema() || '_jobs', p_queue);
   return queue_limit_json(v_new);
 end $$;
@@ -129,6 +204,7 @@ begin
   v_found := found;
   update queues set limited = false, updated_at = now() where name = p_queue and limited;
   delete from limit_log where queue = p_queue;
+  delete from svc_qs.limit_open where queue = p_queue;
   perform pg_notify(current_schema() || '_jobs', p_queue);
   return v_found;
 end $$;
@@ -141,7 +217,9 @@ end $$;
 -- when it has none). With p_lock it takes the queue's claim lock first (the canonical claim; queue
 -- storage's claim holds it already); each statement below starts after the lock was granted, so it sees
 -- every claim of the queue and every end of an attempt committed before.
-create or replace function limit_budget(p_queue text, p_want integer, p_lock boolean default false)
+drop function if exists limit_budget(text, integer, boolean);
+create or replace function limit_budget(p_queue text, p_want integer, p_lock boolean default false,
+                                        p_open bigint default null)
 returns table (budget integer, throttled text, in_use integer, retry_at timestamptz, log boolean, limited boolean)
 language plpgsql volatile set search_path from current set jit = off as $$
 declare
@@ -162,9 +240,10 @@ begin
     return query select p_want, null::text, null::integer, null::timestamptz, false, false;
     return;
   end if;
-  -- Concurrency (canonical only: a database whose storage transition has begun refuses it).
+  -- Concurrency: p_open when the caller counted the open attempts (queue storage's claim, which also writes
+  -- them to its log), else counted here.
   if l.concurrency is not null then
-    v_open := canonical_open_attempts(p_queue, l.count_parked);
+    v_open := coalesce(p_open, limit_open_attempts(p_queue, l.count_parked));
     if l.concurrency - v_open < v_budget then
       v_budget := greatest(l.concurrency - v_open, 0)::integer;
       v_why := 'concurrency';
@@ -186,18 +265,23 @@ begin
 end $$;
 
 -- The leader's duty: limit_log rows older than their queue's window (and every row of a queue that no
--- longer has a rate). Returns how many it deleted.
+-- longer has a rate), and the limit_open rows that are not their queue's newest. Returns how many it deleted.
 create or replace function prune_limit_log() returns bigint
 language plpgsql set search_path from current set jit = off as $$
 declare
   v_n bigint;
+  v_m bigint;
 begin
   delete from limit_log g
    where not exists (select 1 from queue_limits l
                       where l.queue = g.queue and l.rate is not null
                         and g.at > now() - l.per_ms * interval '1 millisecond' - interval '1 second');
   get diagnostics v_n = row_count;
-  return v_n;
+  -- Queue storage's open-attempt log: every row of a queue but its newest (the only one a claim reads).
+  delete from svc_qs.limit_open g
+   where exists (select 1 from svc_qs.limit_open n where n.queue = g.queue and n.claim_id > g.claim_id);
+  get diagnostics v_m = row_count;
+  return v_n + v_m;
 end $$;
 
 -- The canonical claim of a limited queue, in one call (one round trip): the queue's claim lock and budget

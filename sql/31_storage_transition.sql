@@ -81,10 +81,11 @@ begin
   -- parked
   insert into svc_qs.parked (job_id, lease, state, queue, priority, kind, args, attempt, max_attempts, run_at,
                              created_at, errors, tags, metadata, unique_key, trace_context, claimed_at, attempted_at,
-                             attempted_by, deadline_at, prefetched, effective_max_attempts, retry_delay_ms, limit_key)
+                             attempted_by, deadline_at, prefetched, effective_max_attempts, retry_delay_ms, limit_key,
+                             waiter)
   select j.id, j.lease, 'waiting_external', j.queue, j.priority, j.kind, j.args, j.attempt, j.max_attempts,
          j.run_at, j.created_at, j.errors, j.tags, j.metadata, j.unique_key, j.trace_context, j.claimed_at, j.attempted_at,
-         j.attempted_by, null, false, j.effective_max_attempts, j.retry_delay_ms, j.limit_key
+         j.attempted_by, null, false, j.effective_max_attempts, j.retry_delay_ms, j.limit_key, 'http'
     from jsonb_populate_recordset(null::jobs, v_rows) j where j.state = 'waiting_external';
   -- ready, at the end of their lanes
   select jsonb_agg(x) into v_ready from jsonb_array_elements(v_rows) x where x ->> 'state' = 'available';
@@ -221,7 +222,7 @@ begin
     end if;
     if exists (select 1 from queue_limits where concurrency is not null) then
       v_blockers := v_blockers || format(
-        'concurrency limits on %s, which queue storage does not enforce yet: clear them first (svc queue limit NAME --clear)',
+        'concurrency limits on %s, which the transition does not carry from one engine to the other: clear them first (svc queue limit NAME --clear) and set them again once the transition is finished',
         (select string_agg(queue, ', ' order by queue) from queue_limits where concurrency is not null));
     end if;
     v_abort := true;

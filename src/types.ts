@@ -223,13 +223,13 @@ export interface QueueInfo {
 /**
  * Fleet-wide limits of a queue, obeyed by every worker process of every deployment (stored in the
  * database). `rate`/`per`: at most `rate` jobs claimed (held ones included) in any window of `per` ms.
- * `concurrency`: at most that many attempts open at once (canonical engine only for now). `perKey` is not
+ * `concurrency`: at most that many attempts open at once. `perKey` is not
  * available yet: setting it is refused.
  */
 export interface QueueLimit {
   /**
    * At most this many attempts of the queue open at once, fleet-wide: running and held (prefetched) ones,
-   * in-process waiters, and HTTP parks with `countParked` (canonical engine only for now).
+   * in-process waiters, and HTTP parks with `countParked`. Refused while a storage transition is under way.
    */
   concurrency?: number | null;
   /** At most this many claims in any window of `per` milliseconds, fleet-wide. */

@@ -1,10 +1,11 @@
 /**
  * Probe: what a fleet-wide limit costs a drain (ADR 019). Drains N no-op jobs (default 20,000) at concurrency
  * 10 and 50 with one worker, on each engine, without a limit, with a rate limit that never binds (its
- * bookkeeping only: the window read and a log row per claim), and on canonical with a concurrency limit
- * equal to the worker's slots (every claim counts the queue's open attempts; the limit binds whenever the
- * slots are full). R runs (default 3) interleaved; prints the median jobs/s of each and its ratio to the
- * unlimited drain of the same engine and concurrency. Throw-away database bench_probe_limits.
+ * bookkeeping only: the window read and a log row per claim), and with a concurrency limit equal to the
+ * worker's slots (every claim counts the queue's open attempts; the limit binds whenever the slots are
+ * full). R runs (default 3) interleaved; prints the median jobs/s of each and its ratio to the unlimited
+ * drain of the same engine and concurrency. ENGINES (comma-separated) picks the engines (default both).
+ * Throw-away database bench_probe_limits.
  *
  *   deno run -A bench/probes/limits.ts [N] [R]
  */
@@ -75,9 +76,13 @@ async function drain(
 }
 
 const cases: ["queue_storage" | "canonical", number, Variant][] = [];
-for (const engine of ["queue_storage", "canonical"] as const) {
+const engines = (Deno.env.get("ENGINES") ?? "queue_storage,canonical").split(",") as (
+  | "queue_storage"
+  | "canonical"
+)[];
+for (const engine of engines) {
   for (const c of [10, 50]) {
-    for (const v of ["none", "rate", ...(engine === "canonical" ? ["concurrency"] : [])] as Variant[]) {
+    for (const v of ["none", "rate", "concurrency"] as Variant[]) {
       cases.push([engine, c, v]);
     }
   }

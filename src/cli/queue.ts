@@ -155,7 +155,7 @@ function limitCommand(): Command {
     )
     .option(
       "--concurrency <n>",
-      "at most N attempts open at once (canonical engine only for now)",
+      "at most N attempts open at once across every worker",
       intArg("--concurrency", 1, 2_147_483_647),
     )
     .option(

@@ -31,6 +31,8 @@ export const MIGRATIONS: readonly { version: number; file: string }[] = [
   { version: 13, file: "0013_limit_key.sql" },
   // Fleet-wide limits per queue: queue_limits, queues.limited and the rate limit's log (ADR 019).
   { version: 14, file: "0014_queue_limits.sql" },
+  // Concurrency limits on queue storage: the log of a limited queue's open attempts (ADR 019).
+  { version: 15, file: "0015_concurrency_log.sql" },
 ];
 
 /** The schema version this binary needs (workers run on any schema at or above it). */

@@ -83,6 +83,12 @@ export interface DispatcherContext {
   claimTimer?: HistogramHandle;
   /** Counts this queue's claims that a limit cut short, by limit. */
   throttled?: (limit: string) => CounterHandle;
+  /**
+   * Whether held jobs may still start: false when this process's last successful heartbeat is older than
+   * `rescueAfter` minus one heartbeat interval (a process resumed after SIGSTOP, or cut off from the
+   * database), since the leader may have rescued its held attempts and claimed them again elsewhere.
+   */
+  heldFresh?: (claimedAt: number) => boolean;
 }
 
 /** A prefetched job and when it was claimed. */
@@ -282,6 +288,18 @@ export class Dispatcher {
   private feed(): void {
     const free = this.maxWorkers - this.running - this.reserved;
     if (free <= 0 || this.buffer.length === 0) return;
+    const fresh = this.ctx.heldFresh;
+    if (fresh && !this.buffer.every((h) => fresh(h.at))) {
+      // Their attempts may have been rescued and run elsewhere (a stale one changes nothing when it ends,
+      // but its handler's effects would happen twice, and a limit's unit would be used twice): none starts.
+      const stale = this.buffer.filter((h) => !fresh(h.at)).map((h) => h.job);
+      this.buffer = this.buffer.filter((h) => fresh(h.at));
+      this.logger.warn(
+        `svc: ${stale.length} held jobs of queue ${this.queue} not started: this process went without a heartbeat for longer than rescueAfter allows since they were claimed (was it stopped?); giving them back`,
+      );
+      void this.giveBack(stale, "stalled past rescueAfter");
+      if (this.buffer.length === 0) return;
+    }
     const batch = this.buffer.splice(0, free);
     this.running += batch.length;
     for (const h of batch) {

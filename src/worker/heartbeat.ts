@@ -11,6 +11,13 @@ export class HeartbeatLoop {
   lastTick = 0;
   /** Whether the last heartbeat reached the database. */
   lastOk = false;
+  /** When a heartbeat last reached the database (ms since the epoch; 0: never). */
+  lastOkAt = 0;
+  /**
+   * When a heartbeat reached the database after none had for `stallMs` (the process was stopped, or cut
+   * off from the database, long enough for the leader to rescue its attempts); 0: never.
+   */
+  stalledAt = 0;
 
   constructor(
     private readonly engine: StorageEngine,
@@ -21,6 +28,8 @@ export class HeartbeatLoop {
     private readonly logger: Logger,
     /** Runs before the runtime's row is written (forgets abandoned attempts that have ended). */
     private readonly before: () => Promise<void> = () => Promise.resolve(),
+    /** A gap between successful heartbeats this long is a stall (`stalledAt`). */
+    readonly stallMs: number = Infinity,
   ) {}
 
   /** Beats once now (awaited at start so the runtime row exists before claiming). */
@@ -30,6 +39,9 @@ export class HeartbeatLoop {
       await this.before();
       await this.engine.upsertRuntime(this.report());
       this.lastOk = true;
+      const now = Date.now();
+      if (this.lastOkAt && now - this.lastOkAt >= this.stallMs) this.stalledAt = now;
+      this.lastOkAt = now;
     } catch (e) {
       this.lastOk = false;
       this.logger.error(`svc: heartbeat failed: ${describeThrown(e)}`);

@@ -165,6 +165,8 @@ export function createWorker<T extends object = AnyTasks>(opts: WorkerOptions<T>
         throttled: metrics
           ? (limit) => metrics.f.svc_limit_throttled_total.with(metrics.queueLabel(queue), limit)
           : undefined,
+        heldFresh: (claimedAt) =>
+          Date.now() - heartbeat.lastOkAt < stallMs && claimedAt > heartbeat.stalledAt,
       }),
     );
   }
@@ -202,6 +204,11 @@ export function createWorker<T extends object = AnyTasks>(opts: WorkerOptions<T>
     started && !shuttingDown && heartbeat.lastOk && [...dispatchers.values()].every((d) => d.alive()) &&
     maintenance.alive();
 
+  // Held jobs start only while this process's heartbeats keep its attempts from being rescued: a process
+  // whose last heartbeat is older than rescueAfter minus one interval (stopped with SIGSTOP, or cut off from
+  // the database), or that went that long without one since it claimed them, gives them back instead. (A
+  // rescueAfter within two heartbeat intervals cannot tell a stall from the gap between beats.)
+  const stallMs = Math.max(rescueAfter - heartbeatInterval, 2 * heartbeatInterval);
   const heartbeat = new HeartbeatLoop(
     engine,
     () => [
@@ -235,6 +242,7 @@ export function createWorker<T extends object = AnyTasks>(opts: WorkerOptions<T>
     heartbeatInterval,
     logger,
     () => abandoned.size ? abandoned.prune(engine) : Promise.resolve(),
+    stallMs,
   );
 
   const worker: Worker = {

@@ -115,49 +115,102 @@ function mostAtOnce(intervals: { start: number; end: number }[]): number {
   return most;
 }
 
-async function concurrencyTwo(killOne: boolean): Promise<void> {
+/**
+ * Three worker processes (10 slots and prefetch 3 each) under a concurrency limit of 2 over 200 jobs of
+ * 50 ms; `fault`: one process is killed with kill -9 once it runs a job, or stopped with SIGSTOP past
+ * rescueAfter and then resumed.
+ */
+async function concurrencyTwo(fault: "none" | "kill" | "stop"): Promise<void> {
   const { client, drop, schema } = await testClient();
   await client.sql.unsafe(
-    `create table "${schema}".effects (job_id bigint not null, pid int not null, at timestamptz default clock_timestamp())`,
+    `create table "${schema}".effects (job_id bigint not null, pid int not null, lease int,
+                                       at timestamptz default clock_timestamp())`,
   );
   await client.setQueueLimit("default", { concurrency: 2 });
-  await client.enqueueMany(Array.from({ length: 100 }, (_, i) => ({ kind: "slow", args: { i } })));
-  const procs = [1, 2, 3].map(() =>
-    spawnWorker(schema, { PREFETCH: "3", MAX_WORKERS: "10", RESCUE_MS: "1000", SLOW_MS: "50" })
-  );
+  await client.enqueueMany(Array.from({ length: 200 }, (_, i) => ({ kind: "slow", args: { i } })));
+  // With a fault, the first process starts alone, with one slot and handlers of 3 s, so that it holds
+  // both units when the fault hits it: one attempt running, one held.
+  const spawn = (first: boolean) =>
+    spawnWorker(schema, {
+      PREFETCH: "3",
+      MAX_WORKERS: first ? "1" : "10",
+      RESCUE_MS: "1000",
+      SLOW_MS: first ? "3000" : "50",
+      SLOW_LEASE: "1",
+      LEADER_TTL_MS: "1500",
+    });
+  const procs = fault === "none" ? [1, 2, 3].map(() => spawn(false)) : [spawn(true)];
+  let stoppedPid = 0;
+  let resumedAt = 0;
   try {
-    await Promise.all(procs.map((p) => p.waitLine(/^started /)));
-    if (killOne) {
+    await procs[0].waitLine(/^started /);
+    if (fault !== "none") {
+      const victim = procs[0].child.pid;
       await waitFor(
         async () =>
-          (await client.sql.unsafe(`select count(*)::int as n from "${schema}".effects`))[0].n >= 10,
+          (await client.sql.unsafe(`select count(*)::int as n from "${schema}".effects where pid = $1`, [
+            victim,
+          ]))[0]
+            .n >= 1,
         20_000,
-        "ten jobs started",
+        "the first process started a job",
       );
-      await procs[0].kill("SIGKILL");
+      procs.push(spawn(false), spawn(false));
+      if (fault === "kill") await procs[0].kill("SIGKILL");
+      else {
+        stoppedPid = victim;
+        procs[0].child.kill("SIGSTOP");
+        await new Promise((r) => setTimeout(r, 4_000)); // past rescueAfter and a leader's term
+        procs[0].child.kill("SIGCONT");
+        resumedAt = Date.now();
+      }
     }
+    await Promise.all(procs.map((p) => p.waitLine(/^started /)));
     await waitFor(
       async () => {
         const [r] = await client.sql.unsafe(
-          `select count(*)::int as n from "${schema}".jobs where state = 'completed'`,
+          `select count(*)::int as n from ${allJobsSql(schema)} j where state = 'completed'`,
         );
-        return r.n === 100;
+        return r.n === 200;
       },
-      60_000,
-      "all 100 completed",
+      90_000,
+      "all 200 completed",
     );
     // Each completed attempt's handler wrote its effect row while it ran (after its claim committed), and
     // its completion started after the handler returned: [effect, finalized_at] lies inside the span the
     // limit counts, from the claim's commit to the completion's commit. (The claim's own time is its
     // transaction's start, before it waited for the queue's claim lock.)
     const rows = await client.sql.unsafe(
-      `select extract(epoch from (select max(e.at) from "${schema}".effects e where e.job_id = j.id)) * 1000 as s,
-              extract(epoch from j.finalized_at) * 1000 as e
-         from "${schema}".jobs j where j.state = 'completed'`,
+      `select extract(epoch from e.at) * 1000 as s, extract(epoch from j.finalized_at) * 1000 as e
+         from ${allJobsSql(schema)} j join "${schema}".effects e on e.job_id = j.id and e.lease = j.lease
+        where j.state = 'completed'`,
     );
+    assert.equal(rows.length, 200, "every completed attempt recorded its start");
     const most = mostAtOnce(rows.map((r) => ({ start: Number(r.s), end: Number(r.e) })));
     assert.ok(most <= 2, `at most 2 at once (got ${most})`);
     assert.equal(most, 2, "the limit's two units were used");
+    if (fault !== "none") {
+      // The faulty process's attempts were rescued (their units came back) and run again elsewhere.
+      const [r] = await client.sql.unsafe(
+        `select count(*)::int as n from ${allJobsSql(schema)} j where state = 'completed' and attempt > 1`,
+      );
+      assert.ok(r.n >= 1, "at least one attempt of the faulty process was rescued and run again");
+    }
+    if (fault === "stop") {
+      // Resumed, the stopped process started none of the jobs it held before the stop: every run it began
+      // after resuming is of an attempt it claimed after resuming.
+      const late = await client.sql.unsafe(
+        `select e.job_id, e.lease from "${schema}".effects e
+          where e.pid = $1 and e.at > to_timestamp($2 / 1000.0)
+            and exists (select 1 from "${schema}".effects o where o.job_id = e.job_id and o.lease > e.lease)`,
+        [stoppedPid, resumedAt],
+      );
+      assert.equal(
+        late.length,
+        0,
+        `no stale held job started after the resume: ${JSON.stringify([...late])}`,
+      );
+    }
     // (Which process runs them is not promised: the process whose attempt ends takes its unit back first.)
   } finally {
     await Promise.all(procs.map((p) => p.kill("SIGTERM")));
@@ -165,15 +218,15 @@ async function concurrencyTwo(killOne: boolean): Promise<void> {
   }
 }
 
-Deno.test({
-  ignore: TEST_ENGINE !== "canonical",
-  name: "limits (canonical): three processes under a concurrency limit of 2: never more than 2 at once",
-  fn: () => concurrencyTwo(false),
-});
+Deno.test("limits: three processes under a concurrency limit of 2: never more than 2 at once", () =>
+  concurrencyTwo("none"));
 
-Deno.test({
-  ignore: TEST_ENGINE !== "canonical",
-  name:
-    "limits (canonical): a concurrency limit of 2 holds while one of three processes is killed; nothing is lost",
-  fn: () => concurrencyTwo(true),
-});
+Deno.test(
+  "limits: a concurrency limit of 2 holds while one of three processes is killed with kill -9; nothing is lost",
+  () => concurrencyTwo("kill"),
+);
+
+Deno.test(
+  "limits: a concurrency limit of 2 holds while one of three processes is stopped past rescueAfter and resumed",
+  () => concurrencyTwo("stop"),
+);

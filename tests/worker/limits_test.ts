@@ -249,11 +249,10 @@ Deno.test({
 });
 
 Deno.test({
-  ignore: TEST_ENGINE !== "canonical",
-  name:
-    "limits (canonical): a concurrency limit counts running and held attempts and frees a unit at each end",
+  name: "limits: a concurrency limit counts running and held attempts and frees a unit at each end",
   fn: () =>
-    withSchema(async (client) => {
+    (TEST_ENGINE === "canonical" ? withSchema : canonicalDb)(async (client) => {
+      if (TEST_ENGINE === "queue_storage") await activeQueueStorage(client);
       await client.enqueueMany(Array.from({ length: 6 }, (_, i) => ({ kind: "k", args: { i }, queue: "c" })));
       const set = await client.setQueueLimit("c", { concurrency: 2 }, { setBy: "test" });
       assert.equal(set.concurrency, 2);
@@ -295,30 +294,124 @@ Deno.test({
       await client.setQueueLimit("c", { concurrency: 4 });
       assert.equal((await claim(client, "c", 5, "t")).length, 2);
 
+      if (TEST_ENGINE === "queue_storage") return;
       // The storage transition does not begin while a concurrency limit is set.
       await liveRuntimeBoth(client, "both:1");
       const step = await client.storageStep("prepare");
       assert.equal(step.outcome, "blocked");
-      assert.match(step.message, /concurrency limits on c, which queue storage does not enforce yet/);
+      assert.match(step.message, /concurrency limits on c, which the transition does not carry/);
       await client.setQueueLimit("c", {});
       assert.equal((await client.storageStep("prepare")).outcome, "changed");
       await assert.rejects(
         client.setQueueLimit("c", { concurrency: 1 }),
-        (e) => e instanceof ValidationError && /canonical engine only for now/.test(e.message),
+        (e) =>
+          e instanceof ValidationError &&
+          /not available while the storage transition is under way \(prepared\)/.test(e.message),
       );
+    }),
+});
+
+/** Takes a canonical test database through the storage transition to queue storage (`active`). */
+async function activeQueueStorage(client: Client): Promise<void> {
+  await liveRuntimeBoth(client, "both:1");
+  for (const step of ["prepare", "enter-mixed-transition", "finalize"] as const) {
+    assert.equal((await client.storageStep(step)).outcome, "changed", step);
+  }
+}
+
+Deno.test({
+  ignore: TEST_ENGINE !== "queue_storage",
+  name:
+    "limits (queue storage): a concurrency limit starts from the attempts open when it is set, counts parked ones, and its log keeps one row",
+  fn: () =>
+    withSchema(async (client) => {
+      const qs = `"${client.schema}_qs"`;
+      await client.enqueueMany(
+        Array.from({ length: 12 }, (_, i) => ({ kind: "k", args: { i }, queue: "p" })),
+      );
+      // Three attempts open before the limit: one to be parked in-process, one parked for HTTP, one running.
+      const before = await claim(client, "p", 3, "t", {}, {});
+      assert.equal(before.length, 3);
+      const set = await client.setQueueLimit("p", { concurrency: 4 });
+      assert.equal(set.inUse.concurrency, 3, "the attempts open before the limit count");
+      const inProc = await client.engine.registerCallback({
+        id: before[0].id,
+        lease: before[0].lease,
+        timeoutMs: 60_000,
+        kind: "in_process",
+      });
+      const http = await client.engine.registerCallback({
+        id: before[1].id,
+        lease: before[1].lease,
+        timeoutMs: 60_000,
+        kind: "http",
+      });
+      assert.ok(inProc && http);
+      assert.equal(
+        await client.engine.park({ id: before[0].id, lease: before[0].lease, callbackId: inProc }),
+        true,
+      );
+      assert.equal(
+        await client.engine.park({ id: before[1].id, lease: before[1].lease, callbackId: http }),
+        true,
+      );
+      const waiters = await client.sql.unsafe(`select job_id, waiter from ${qs}.parked order by job_id`);
+      assert.deepEqual(waiters.map((w) => w.waiter), ["in_process", "http"], "the park records what waits");
+      assert.equal(
+        (await client.listQueueLimits())[0].inUse.concurrency,
+        2,
+        "the in-process waiter holds its unit, the HTTP park does not",
+      );
+      const a = await claim(client, "p", 5, "t");
+      assert.equal(a.length, 2, "4 minus the running attempt and the in-process waiter");
+      assert.equal(a.throttle?.limit, "concurrency");
+      assert.equal(a.throttle?.inUse, 4);
+      // With countParked, the HTTP park holds a unit too: nothing more until two end.
+      await client.setQueueLimit("p", { concurrency: 4, countParked: true });
+      assert.equal((await client.listQueueLimits())[0].inUse.concurrency, 5);
+      assert.equal((await claim(client, "p", 5, "t")).length, 0);
+      // Every end of an attempt frees its unit: completion, failure, give-back, cancel.
+      await client.engine.complete([{ id: before[2].id, lease: before[2].lease, result: null }], {
+        keepCompleted: true,
+      });
+      await client.engine.fail({ id: a[0].id, lease: a[0].lease, error: "boom", terminal: true });
+      assert.deepEqual(await client.engine.giveBack([{ id: a[1].id, lease: a[1].lease }]), [a[1].id]);
+      await client.setQueueLimit("p", { concurrency: 4 }); // HTTP parks hold no unit again
+      assert.equal((await client.listQueueLimits())[0].inUse.concurrency, 1, "only the in-process waiter");
+      const b = await claim(client, "p", 5, "t");
+      assert.equal(b.length, 3);
+      await client.cancel(b[0].id);
+      assert.equal((await claim(client, "p", 5, "t")).length, 1, "the cancelled attempt's unit is free");
+      // Each claim that took jobs wrote a log row; the leader's duty keeps the newest of the queue.
+      const [rows] = await client.sql.unsafe(
+        `select count(*)::int as n from ${qs}.limit_open where queue = 'p'`,
+      );
+      assert.ok(rows.n >= 4, `log rows: ${rows.n}`);
+      await client.sql.unsafe(`select "${client.schema}".prune_limit_log()`);
+      const kept = await client.sql.unsafe(
+        `select cardinality(job_ids)::int as n from ${qs}.limit_open where queue = 'p'`,
+      );
+      assert.equal(kept.length, 1);
+      assert.equal((await client.listQueueLimits())[0].inUse.concurrency, 4, "the newest row still counts");
+      // Clearing the limit drops its log.
+      await client.setQueueLimit("p", {});
+      const [gone] = await client.sql.unsafe(`select count(*)::int as n from ${qs}.limit_open`);
+      assert.equal(gone.n, 0);
     }),
 });
 
 Deno.test({
   ignore: TEST_ENGINE !== "queue_storage",
-  name: "limits (queue storage): a concurrency limit is refused, naming the engine",
+  name: "limits (queue storage): a rescue returns a dead holder's units",
   fn: () =>
     withSchema(async (client) => {
-      await assert.rejects(
-        client.setQueueLimit("c", { concurrency: 2 }),
-        (e) => e instanceof ValidationError && /canonical engine only for now/.test(e.message),
-      );
-      assert.deepEqual(await client.listQueueLimits(), []);
+      await client.enqueueMany(Array.from({ length: 4 }, (_, i) => ({ kind: "k", args: { i }, queue: "r" })));
+      await client.setQueueLimit("r", { concurrency: 2 });
+      assert.equal((await claim(client, "r", 4, "gone:1")).length, 2);
+      assert.equal((await claim(client, "r", 4, "other:1")).length, 0);
+      const rescued = await client.engine.rescue(60_000); // gone:1 has no runtime row: presumed dead
+      assert.equal(rescued.length, 2);
+      assert.equal((await claim(client, "r", 4, "other:1")).length, 2, "the units came back");
     }),
 });
 

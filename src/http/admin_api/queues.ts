@@ -30,7 +30,7 @@ const limitBody = {
   type: "object" as const,
   additionalProperties: false,
   properties: {
-    concurrency: intOrNull("at most this many attempts open at once (canonical engine only for now)"),
+    concurrency: intOrNull("at most this many attempts open at once across every worker"),
     rate: intOrNull("at most this many claims in any window of per_ms (give both or neither)"),
     per_ms: intOrNull("the rate's window in milliseconds, 1 to 86400000", MAX_LIMIT_WINDOW_MS),
     per_key: intOrNull("at most this many attempts open per limit key (not available yet)"),
