@@ -189,11 +189,15 @@ begin
       select p_queue, v_claim, now(), v_oj || array_agg(r.job_id), v_ol || array_agg(r.lease + 1),
              v_os || array_agg(c.slot), v_oc || array_agg(c.claim_id), v_ok || array_agg(r.limit_key)
         from svc_qs.claims c
-        join svc_qs.ready r on r.queue = c.queue and r.priority = c.priority and r.shard = c.shard
-                           and r.slot = c.slot and r.seq between c.first_seq and c.last_seq
-       where c.claim_id = v_claim and c.queue = p_queue
-         and not exists (select 1 from svc_qs.skipped s where s.queue = r.queue and s.priority = r.priority
-                           and s.shard = r.shard and s.seq = r.seq and s.slot = r.slot);
+        -- each batch's own range of its lane shard (a join on the range read every ready row of the queue)
+        cross join lateral (
+          select r.job_id, r.lease, r.limit_key from svc_qs.ready r
+           where r.queue = c.queue and r.priority = c.priority and r.shard = c.shard and r.slot = c.slot
+             and r.seq between c.first_seq and c.last_seq
+             and (select true from svc_qs.skipped s where s.queue = r.queue and s.priority = r.priority
+                    and s.shard = r.shard and s.seq = r.seq and s.slot = r.slot limit 1) is null
+          offset 0) r -- (kept a subquery per batch: pulled up, it was planned as a scan of the queue's rows)
+       where c.claim_id = v_claim and c.queue = p_queue;
     end if;
     if v_budget.throttled is not null then
       return query select null::smallint, null::text, null::smallint, null::smallint, null::bigint, null::bigint,

@@ -28,9 +28,12 @@ begin
     from (select g.* from svc_qs.limit_open g where g.queue = p_queue order by g.claim_id desc limit 1) g
     cross join lateral unnest(g.job_ids, g.leases, g.slots, g.claim_ids, g.limit_keys)
       as e(job_id, lease, slot, claim_id, limit_key)
-   where not exists (select 1 from svc_qs.closed c where c.job_id = e.job_id and c.lease = e.lease and c.slot = e.slot)
-     and not exists (select 1 from svc_qs.completions x
-                      where x.claim_id = e.claim_id and x.slot = e.slot and e.job_id = any(x.ids));
+   -- A point lookup per entry (the `(select true ... limit 1) is null` form keeps each a subplan: as NOT
+   -- EXISTS the planner hashed every completions row of the ring against the entries).
+   where (select true from svc_qs.closed c where c.job_id = e.job_id and c.lease = e.lease and c.slot = e.slot
+           limit 1) is null
+     and (select true from svc_qs.completions x
+           where x.claim_id = e.claim_id and x.slot = e.slot and e.job_id = any(x.ids) limit 1) is null;
 end $$;
 
 -- Queue storage: the parked attempts of a queue that hold a concurrency unit: in-process waiters (their
