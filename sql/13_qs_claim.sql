@@ -71,6 +71,10 @@ declare
          null::text, null::integer, null::timestamptz, null::integer
     from numbered n
    order by n.priority, n.seq;$stmt$;
+  -- The keyed claim's candidates: the ready rows it chose (their positions in v_ts, v_tq, v_tp, v_th, v_tseq).
+  v_keyed text := $keyed$select x.* from unnest(v_ts, v_tq, v_tp, v_th, v_tseq) k(slot, queue, priority, shard, seq)
+        join svc_qs.ready x on x.queue = k.queue and x.priority = k.priority and x.shard = k.shard and x.seq = k.seq
+                           and x.slot = k.slot$keyed$;
   v_cbs text := $cbs$,
   cbs as (
     insert into svc_qs.callbacks (id, job_id, attempt, lease, kind, deadline_at)
@@ -93,7 +97,7 @@ begin
 end $$
 $cand$, '/*shard lanes*/', v_lanes), i);
   end loop;
-  execute replace(replace(replace($fn$
+  execute replace(replace(replace(replace(replace(replace($fn$
 create or replace function svc_qs.claim_next(p_queue text, p_limit integer, p_free integer, p_worker text,
                              p_policies jsonb, p_callbacks jsonb, p_prefetch_ttl_ms bigint, p_skip bigint[])
 returns table (slot smallint, queue text, priority smallint, shard smallint, seq bigint, job_id bigint, kind text,
@@ -120,6 +124,23 @@ declare
   v_oc bigint[];
   v_ok text[];
   v_claim bigint;
+  -- a per-key limit: the units each key holds, the candidates taken and the ones diverted (ADR 019)
+  v_per_key integer;
+  v_keys jsonb;
+  v_want integer;
+  v_n integer := 0;
+  r record;
+  v_ts smallint[] := '{}';
+  v_tq text[] := '{}';
+  v_tp smallint[] := '{}';
+  v_th smallint[] := '{}';
+  v_tseq bigint[] := '{}';
+  v_ds smallint[] := '{}';
+  v_dq text[] := '{}';
+  v_dp smallint[] := '{}';
+  v_dh smallint[] := '{}';
+  v_dseq bigint[] := '{}';
+  v_dj bigint[] := '{}';
   v_prios smallint[] := array(select distinct l.priority from svc_qs.lanes l where l.queue = p_queue);
   v_ttl bigint := case when p_limit > p_free then greatest(p_prefetch_ttl_ms, 0) else 0 end;
   -- The slots of the generations in p_skip (claim_exhausted found them with nothing left for this queue,
@@ -142,13 +163,25 @@ begin
   if v_limited then
     -- A concurrency limit counts the open attempts of the newest log row that have not ended, and the
     -- parked ones that hold a unit; this claim writes the next log row.
-    select l.concurrency, l.count_parked into v_conc, v_count_parked from queue_limits l where l.queue = p_queue;
-    if v_conc is not null then
+    select l.concurrency, l.count_parked, l.per_key into v_conc, v_count_parked, v_per_key
+      from queue_limits l where l.queue = p_queue;
+    if v_conc is not null or v_per_key is not null then
       select coalesce(array_agg(o.job_id), '{}'), coalesce(array_agg(o.lease), '{}'), coalesce(array_agg(o.slot), '{}'),
              coalesce(array_agg(o.claim_id), '{}'), coalesce(array_agg(o.limit_key), '{}')
         into v_oj, v_ol, v_os, v_oc, v_ok
         from svc_qs.limit_open_now(p_queue) o;
       v_open := cardinality(v_oj) + svc_qs.limit_parked_units(p_queue, v_count_parked);
+      if v_per_key is not null then
+        -- the units of each key: its open ring attempts and its parked attempts that hold one
+        select coalesce(jsonb_object_agg(k.limit_key, k.n), '{}') into v_keys from (
+          select u.limit_key, count(*) as n from (
+            select unnest(v_ok) as limit_key
+            union all
+            select p.limit_key from svc_qs.parked p
+             where p.queue = p_queue and p.limit_key is not null
+               and (v_count_parked or p.waiter is distinct from 'http')) u
+           where u.limit_key is not null group by u.limit_key) k;
+      end if;
     end if;
     select * into v_budget from limit_budget(p_queue, p_limit, false, v_open);
     if v_budget.budget < p_limit then
@@ -169,7 +202,50 @@ begin
   -- seq order and merged, so that only the rows claimed are read; every lookup is an index probe.
   -- Without HTTP kinds the statement leaves out the callbacks insert, whose executor start (the table and its
   -- three indexes opened) every claim paid.
-  if p_callbacks = '{}'::jsonb then
+  if v_per_key is not null then
+    -- Per key: the candidates the claim would read (four times what it may take), in claim order; a job
+    -- whose key holds all its units is diverted: a skipped row at its position (as a cancel writes) and a
+    -- scheduled copy, due now, which the leader's promotion puts back at the end of its lane. The claim then
+    -- takes the rest, so the lane's cursor moves past both and one busy key does not hold the lane.
+    v_want := 4 * p_limit;
+    for r in select c.slot, c.queue, c.priority, c.shard, c.seq, c.job_id, c.limit_key
+               from (/*slot candidates wanted*/) c order by c.priority, c.seq limit v_want loop
+      exit when v_n >= p_limit;
+      if r.limit_key is not null and coalesce((v_keys ->> r.limit_key)::integer, 0) >= v_per_key then
+        v_ds := v_ds || r.slot; v_dq := v_dq || r.queue; v_dp := v_dp || r.priority; v_dh := v_dh || r.shard;
+        v_dseq := v_dseq || r.seq; v_dj := v_dj || r.job_id;
+      else
+        v_ts := v_ts || r.slot; v_tq := v_tq || r.queue; v_tp := v_tp || r.priority; v_th := v_th || r.shard;
+        v_tseq := v_tseq || r.seq;
+        v_n := v_n + 1;
+        if r.limit_key is not null then
+          v_keys := jsonb_set(v_keys, array[r.limit_key],
+                              to_jsonb(coalesce((v_keys ->> r.limit_key)::integer, 0) + 1));
+        end if;
+      end if;
+    end loop;
+    if cardinality(v_dj) > 0 then
+      insert into svc_qs.deferred (job_id, state, run_at, queue, priority, kind, args, attempt, max_attempts, lease,
+                                   created_at, errors, tags, metadata, unique_key, trace_context, claimed_at,
+                                   attempted_at, attempted_by, effective_max_attempts, limit_key)
+      -- the position's lease is used up by its skipped row (a job's ready rows each have a lease of their own)
+      select x.job_id, 'scheduled', now(), x.queue, x.priority, x.kind, x.args, x.attempt, x.max_attempts, x.lease + 1,
+             x.created_at, x.errors, x.tags, x.metadata, x.unique_key, x.trace_context, x.claimed_at, x.attempted_at,
+             x.attempted_by, null, x.limit_key
+        from unnest(v_ds, v_dq, v_dp, v_dh, v_dseq) k(slot, queue, priority, shard, seq)
+        join svc_qs.ready x on x.queue = k.queue and x.priority = k.priority and x.shard = k.shard and x.seq = k.seq
+                           and x.slot = k.slot;
+      insert into svc_qs.skipped (slot, queue, priority, shard, seq, job_id)
+      select * from unnest(v_ds, v_dq, v_dp, v_dh, v_dseq, v_dj);
+    end if;
+    if v_n > 0 and p_callbacks = '{}'::jsonb then
+      return query
+      /*keyed claim without callbacks*/
+    elsif v_n > 0 then
+      return query
+      /*keyed claim with callbacks*/
+    end if;
+  elsif p_callbacks = '{}'::jsonb then
     return query
     /*claim without callbacks*/
   else
@@ -178,12 +254,15 @@ begin
   end if;
   if v_limited then
     get diagnostics v_taken = row_count;
+    if v_per_key is not null and v_n = 0 then
+      v_taken := 0; -- the keyed claim took nothing: the count above is its last insert's
+    end if;
     if v_taken > 0 and v_budget.log then
       insert into limit_log (queue, at, n) values (p_queue, now(), v_taken);
     end if;
     -- The next log row: the attempts still open plus those just taken (the claim's batches expanded to
     -- their ready rows: this transaction's claims rows of the claim id the statement drew).
-    if v_taken > 0 and v_conc is not null then
+    if v_taken > 0 and (v_conc is not null or v_per_key is not null) then
       v_claim := currval('svc_qs.claim_seq');
       insert into svc_qs.limit_open (queue, claim_id, at, job_ids, leases, slots, claim_ids, limit_keys)
       select p_queue, v_claim, now(), v_oj || array_agg(r.job_id), v_ol || array_agg(r.lease + 1),
@@ -204,12 +283,22 @@ begin
         null::text, null::jsonb, null::integer, null::integer, null::integer, null::timestamptz, null::timestamptz,
         null::jsonb, null::text[], null::jsonb, null::text, null::text, null::timestamptz, null::timestamptz,
         null::boolean, null::integer, null::bigint, null::uuid, null::timestamptz, null::bigint, null::text,
-        v_budget.throttled, (v_budget.in_use + v_taken)::integer, v_budget.retry_at, 0;
+        v_budget.throttled, (v_budget.in_use + v_taken)::integer, v_budget.retry_at, cardinality(v_dj);
+    elsif v_per_key is not null and v_taken < p_limit and cardinality(v_dj) > 0 then
+      -- keys at their limit cut the claim short
+      return query select null::smallint, null::text, null::smallint, null::smallint, null::bigint, null::bigint,
+        null::text, null::jsonb, null::integer, null::integer, null::integer, null::timestamptz, null::timestamptz,
+        null::jsonb, null::text[], null::jsonb, null::text, null::text, null::timestamptz, null::timestamptz,
+        null::boolean, null::integer, null::bigint, null::uuid, null::timestamptz, null::bigint, null::text,
+        'per_key'::text, null::integer, null::timestamptz, cardinality(v_dj);
     end if;
   end if;
 end $$
 $fn$, '/*claim without callbacks*/', replace(v_stmt, '/*callbacks*/', '')),
-       '/*claim with callbacks*/', replace(v_stmt, '/*callbacks*/', v_cbs)), '/*slot candidates*/', v_calls);
+       '/*claim with callbacks*/', replace(v_stmt, '/*callbacks*/', v_cbs)), '/*slot candidates*/', v_calls),
+       '/*slot candidates wanted*/', replace(v_calls, 'v_prios, p_limit)', 'v_prios, v_want)')),
+       '/*keyed claim without callbacks*/', replace(replace(v_stmt, '/*callbacks*/', ''), '/*slot candidates*/', v_keyed)),
+       '/*keyed claim with callbacks*/', replace(replace(v_stmt, '/*callbacks*/', v_cbs), '/*slot candidates*/', v_keyed));
 end $gen$;
 
 -- The claim of earlier versions (no throttled row): a worker of the previous version obeys the same limits

@@ -89,7 +89,15 @@ create or replace function queue_limit_json(l queue_limits) returns jsonb langua
     'in_use', jsonb_build_object('rate', case when l.rate is not null then (
       select coalesce(sum(g.n), 0) from limit_log g
        where g.queue = l.queue and g.at > now() - l.per_ms * interval '1 millisecond') end,
-      'concurrency', case when l.concurrency is not null then limit_open_attempts(l.queue, l.count_parked) end),
+      'concurrency', case when l.concurrency is not null then limit_open_attempts(l.queue, l.count_parked) end,
+      'per_key', case when l.per_key is not null then (
+        select coalesce(jsonb_object_agg(u.limit_key, u.n), '{}') from (
+          select k.limit_key, count(*) as n from (
+            select o.limit_key from svc_qs.limit_open_now(l.queue) o
+            union all
+            select p.limit_key from svc_qs.parked p
+             where p.queue = l.queue and (l.count_parked or p.waiter is distinct from 'http')) k
+           where k.limit_key is not null group by k.limit_key) u) end),
     'set_by', l.set_by, 'updated_at', iso(l.updated_at)) end
 $$;
 
@@ -137,10 +145,6 @@ begin
     raise exception 'svc.limit: rate and per_ms go together (at most rate claims in any window of per_ms)'
       using errcode = '22023';
   end if;
-  if (p_limit ->> 'per_key') is not null then
-    raise exception 'svc.limit: per-key limits are not available yet; rate and concurrency limits are'
-      using errcode = '0A000';
-  end if;
 
   perform pg_advisory_xact_lock(svc_qs.claim_lock_key(p_queue));
   -- A concurrency limit counts open attempts on one engine: canonical's jobs table, or queue storage's log of
@@ -149,6 +153,11 @@ begin
   v_state := (select transition from storage_state for share);
   if (p_limit ->> 'concurrency') is not null and v_state not in ('canonical', 'active') then
     raise exception 'svc.limit: concurrency limits are not available while the storage transition is under way (%); set it once the transition is finished',
+      v_state using errcode = '0A000';
+  end if;
+  -- Per-key limits divert jobs inside queue storage's claim: canonical has no such claim.
+  if (p_limit ->> 'per_key') is not null and v_state <> 'active' then
+    raise exception 'svc.limit: per-key limits need queue storage; this database runs the canonical engine (%): see svc storage prepare',
       v_state using errcode = '0A000';
   end if;
   select * into v_old from queue_limits where queue = p_queue;
@@ -176,16 +185,17 @@ begin
     count_parked = excluded.count_parked, rate_logged_since = excluded.rate_logged_since,
     set_by = excluded.set_by, updated_at = excluded.updated_at
   returning * into v_new;
-  insert into queues (name, limited) values (p_queue, v_new.rate is not null or v_new.concurrency is not null)
+  insert into queues (name, limited)
+  values (p_queue, v_new.rate is not null or v_new.concurrency is not null or v_new.per_key is not null)
   on conflict (name) do update set limited = excluded.limited, updated_at = now();
   if v_new.rate is null then
     delete from limit_log where queue = p_queue;
   end if;
   -- Queue storage: a new concurrency limit starts from the queue's open attempts, read here under the claim
   -- lock (every later claim adds to the newest log row); without one, the log goes.
-  if v_state = 'active' and v_new.concurrency is null then
+  if v_state = 'active' and v_new.concurrency is null and v_new.per_key is null then
     delete from svc_qs.limit_open where queue = p_queue;
-  elsif v_state = 'active' and v_old.concurrency is null then
+  elsif v_state = 'active' and v_old.concurrency is null and v_old.per_key is null then
     insert into svc_qs.limit_open (queue, claim_id, at, job_ids, leases, slots, claim_ids, limit_keys)
     select p_queue, nextval('svc_qs.claim_seq'), now(), coalesce(array_agg(o.job_id), '{}'),
            coalesce(array_agg(o.lease), '{}'), coalesce(array_agg(o.slot), '{}'),
@@ -239,7 +249,7 @@ begin
     perform pg_advisory_xact_lock(svc_qs.claim_lock_key(p_queue));
   end if;
   select * into l from queue_limits q where q.queue = p_queue;
-  if not found or (l.rate is null and l.concurrency is null) then
+  if not found or (l.rate is null and l.concurrency is null and l.per_key is null) then
     return query select p_want, null::text, null::integer, null::timestamptz, false, false;
     return;
   end if;

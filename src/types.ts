@@ -223,8 +223,8 @@ export interface QueueInfo {
 /**
  * Fleet-wide limits of a queue, obeyed by every worker process of every deployment (stored in the
  * database). `rate`/`per`: at most `rate` jobs claimed (held ones included) in any window of `per` ms.
- * `concurrency`: at most that many attempts open at once. `perKey` is not
- * available yet: setting it is refused.
+ * `concurrency`: at most that many attempts open at once. `perKey`: at most that many attempts open at once
+ * per job `limitKey` (queue storage only).
  */
 export interface QueueLimit {
   /**
@@ -236,7 +236,12 @@ export interface QueueLimit {
   rate?: number | null;
   /** The rate's window in milliseconds (1 to 86 400 000). */
   per?: number | null;
-  /** At most `concurrency` attempts open per `limitKey` (not available yet). */
+  /**
+   * At most `concurrency` attempts open at once per job `limitKey`, fleet-wide, while jobs of other keys go
+   * on; jobs without a key are not limited by it. A job whose key is at its limit when a claim meets it is
+   * moved aside (shown as `scheduled`) and comes back to the end of its queue at the leader's next
+   * promotion. Needs queue storage (refused on canonical and while a storage transition is under way).
+   */
   perKey?: { concurrency: number } | null;
   /** Whether an attempt parked for an HTTP callback holds a concurrency unit (default false). */
   countParked?: boolean;
@@ -258,9 +263,10 @@ export interface QueueLimitInfo {
   rateInForceAt: Date | null;
   /**
    * Current use: `rate`, the jobs claimed in the current window (null without a rate); `concurrency`, the
-   * attempts open now (null without a concurrency limit).
+   * attempts open now (null without a concurrency limit); `perKey`, the units each key holds now (keys
+   * holding none are left out; null without a per-key limit).
    */
-  inUse: { rate: number | null; concurrency: number | null };
+  inUse: { rate: number | null; concurrency: number | null; perKey: Record<string, number> | null };
   /** Who wrote it: `cli`, `api`, `ui`, `sql`, or the id of the worker runtime that seeded it. */
   setBy: string;
   updatedAt: Date;

@@ -258,8 +258,11 @@ export interface QueueLimitJson {
   count_parked: boolean;
   /** When the rate is enforced from (it counts claims from when it was set, for one window first). */
   rate_in_force_at: string | null;
-  /** Current use: `rate`, the jobs claimed in the current window; `concurrency`, the attempts open now. */
-  in_use: { rate: number | null; concurrency: number | null };
+  /**
+   * Current use: `rate`, the jobs claimed in the current window; `concurrency`, the attempts open now;
+   * `per_key`, the units each key holds now.
+   */
+  in_use: { rate: number | null; concurrency: number | null; per_key: Record<string, number> | null };
   set_by: string;
   updated_at: string;
 }
@@ -272,7 +275,7 @@ export function queueLimitToJson(l: QueueLimitInfo): QueueLimitJson {
     per_key: l.perKey,
     count_parked: l.countParked,
     rate_in_force_at: l.rateInForceAt?.toISOString() ?? null,
-    in_use: { rate: l.inUse.rate, concurrency: l.inUse.concurrency },
+    in_use: { rate: l.inUse.rate, concurrency: l.inUse.concurrency, per_key: l.inUse.perKey },
     set_by: l.setBy,
     updated_at: l.updatedAt.toISOString(),
   };

@@ -160,7 +160,7 @@ function limitCommand(): Command {
     )
     .option(
       "--per-key <n>",
-      "at most N attempts open per limit key (not available yet)",
+      "at most N attempts open per job limit key (queue storage)",
       intArg("--per-key", 1, 2_147_483_647),
     )
     .option("--count-parked", "attempts parked for an HTTP callback hold a concurrency unit")

@@ -1,6 +1,6 @@
 /** `svc queue limit` and the LIMIT column of `svc queue list`, as real processes against a real database. */
 import assert from "node:assert/strict";
-import { testClient } from "../helpers/db.ts";
+import { TEST_ENGINE, testClient } from "../helpers/db.ts";
 import { svcIn } from "../helpers/cli.ts";
 
 Deno.test("svc queue limit: set a rate, show it, list it, clear and reset; bad values exit 2 and change nothing", async () => {
@@ -34,7 +34,7 @@ Deno.test("svc queue limit: set a rate, show it, list it, clear and reset; bad v
         [["--rate", "20"], /--rate must be COUNT\/WINDOW/],
         [["--rate", "0/1s"], /--rate must be COUNT\/WINDOW/],
         [["--rate", "5/25h"], /--rate must be COUNT\/WINDOW/],
-        [["--per-key", "3"], /not available yet/],
+        [["--per-key", "0"], /--per-key must be an integer from 1/],
         [["--concurrency", "0"], /--concurrency must be an integer from 1/],
         [["--rate", "5/1s", "--reset"], /not more than one/],
       ] as [string[], RegExp][]
@@ -44,6 +44,16 @@ Deno.test("svc queue limit: set a rate, show it, list it, clear and reset; bad v
       assert.match(r.stderr, re, args.join(" "));
     }
     assert.equal((await client.listQueueLimits())[0].rate, 20, "refused values changed nothing");
+
+    // A per-key limit needs queue storage: refused on canonical.
+    const perKey = await svcIn(schema, ["queue", "limit", "mail", "--per-key", "3", "--rate", "20/1s"]);
+    if (TEST_ENGINE === "queue_storage") {
+      assert.equal(perKey.code, 0, perKey.stderr);
+      assert.match(perKey.stdout, /per key 3/);
+    } else {
+      assert.equal(perKey.code, 2, perKey.stdout);
+      assert.match(perKey.stderr, /per-key limits need queue storage/);
+    }
 
     const minute = await svcIn(schema, ["queue", "limit", "mail", "--rate", "100/m"]);
     assert.match(minute.stdout, /rate 100\/1m/);

@@ -163,7 +163,7 @@ Deno.test("PUT, GET and DELETE /api/queues/:name/limit: a rate set, shown with i
     assert.equal(set.body.limit.per_ms, 1000);
     assert.equal(set.body.limit.set_by, "api");
     assert.equal(set.body.limit.concurrency, null);
-    assert.deepEqual(set.body.limit.in_use, { rate: 0, concurrency: null });
+    assert.deepEqual(set.body.limit.in_use, { rate: 0, concurrency: null, per_key: null });
     assert.ok(Date.parse(set.body.limit.rate_in_force_at) > Date.now() - 10_000);
     const [q] = (await call("GET", "/api/queues")).body.queues;
     assert.equal(q.limit.rate, 20, "the queue list carries the limit");
@@ -177,7 +177,7 @@ Deno.test("PUT, GET and DELETE /api/queues/:name/limit: a rate set, shown with i
         { rate: 1.5, per_ms: 10 },
         { burst: 1 },
         { concurrency: 0 },
-        { per_key: 1 },
+        { per_key: 0 },
         { count_parked: "yes" },
       ]
     ) {
@@ -193,6 +193,16 @@ Deno.test("PUT, GET and DELETE /api/queues/:name/limit: a rate set, shown with i
       20,
       "a refused change changes nothing",
     );
+
+    // A per-key limit needs queue storage (400 on canonical); its use is the units each key holds.
+    const perKey = await call("PUT", "/api/queues/mail/limit", { per_key: 2 });
+    if (TEST_ENGINE === "queue_storage") {
+      assert.equal(perKey.status, 200, JSON.stringify(perKey.body));
+      assert.equal(perKey.body.limit.per_key, 2);
+      assert.deepEqual(perKey.body.limit.in_use.per_key, {});
+    } else {
+      assertError(perKey, 400, "invalid_request");
+    }
 
     const cleared = await call("PUT", "/api/queues/mail/limit", {});
     assert.equal(cleared.body.limit.rate, null);

@@ -1,9 +1,12 @@
 /**
- * The queue page's fleet-wide rate limit in a real browser: shown with its use, set and removed from the
- * row's editor (through `PUT /api/queues/:name/limit`); in read-only mode the editor does not exist.
+ * The queue page's fleet-wide limits in a real browser: the rate shown with its use, set and removed from the
+ * row's editor (through `PUT /api/queues/:name/limit`), in read-only mode without the editor; concurrency and
+ * per-key limits shown with their use.
  */
 import assert from "node:assert/strict";
 import { SKIP, withUi } from "../helpers/ui.ts";
+import { TEST_ENGINE } from "../helpers/db.ts";
+import { claim } from "../helpers/claim.ts";
 
 Deno.test({
   ignore: SKIP,
@@ -51,5 +54,23 @@ Deno.test({
       await page.goto(base + "/queues");
       await page.getByTestId("queue-limit-mail").filter({ hasText: "rate 3/500ms" }).waitFor();
       assert.equal(await page.getByTestId("queue-limit-edit-mail").count(), 0);
+    }),
+});
+
+Deno.test({
+  ignore: SKIP || TEST_ENGINE !== "queue_storage",
+  name: "UI: a queue's concurrency and per-key limits are shown with their use",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: () =>
+    withUi(true, async (page, client, base) => {
+      await client.enqueueMany(["a", "a", "b"].map((k) => ({ kind: "k", queue: "pay", limitKey: k })));
+      await client.setQueueLimit("pay", { concurrency: 5, perKey: { concurrency: 1 } });
+      const got = await claim(client, "pay", 5, "t");
+      assert.equal(got.length, 2, "one job of each key");
+      await page.goto(base + "/queues");
+      await page.getByTestId("queue-concurrency-pay").filter({ hasText: "concurrency 5 · 2 in use" })
+        .waitFor();
+      await page.getByTestId("queue-per-key-pay").filter({ hasText: "per key 1 · 2 keys in use" }).waitFor();
     }),
 });

@@ -1,6 +1,8 @@
 /**
- * Fleet-wide rate limits with three worker processes (ADR 019): no window of a second holds more claims than
- * the rate, held jobs included, also while one process is killed with kill -9; nothing is lost.
+ * Fleet-wide limits with three worker processes (ADR 019): no window of a second holds more claims than
+ * the rate, held jobs included; never more attempts at once than a concurrency limit, or of one key than a
+ * per-key limit; each also while one process is killed with kill -9 (concurrency: or stopped with SIGSTOP);
+ * nothing is lost.
  */
 import assert from "node:assert/strict";
 import { allJobsSql, TEST_ENGINE, testClient, waitFor } from "../helpers/db.ts";
@@ -115,47 +117,100 @@ function mostAtOnce(intervals: { start: number; end: number }[]): number {
   return most;
 }
 
+/** A worker process of these tests: 10 slots (the first process under a fault: 1) and prefetch 3. */
+function spawnLimited(schema: string, first: boolean) {
+  // The first process under a fault has one slot and handlers of 3 s, so that it holds units (one attempt
+  // running, one held) when the fault hits it.
+  return spawnWorker(schema, {
+    PREFETCH: "3",
+    MAX_WORKERS: first ? "1" : "10",
+    RESCUE_MS: "1000",
+    SLOW_MS: first ? "3000" : "50",
+    SLOW_LEASE: "1",
+    LEADER_TTL_MS: "1500",
+  });
+}
+
+/** A schema with an effects table (each run of a `slow` job: its job, lease, process and start). */
+async function effectsClient() {
+  const t = await testClient();
+  await t.client.sql.unsafe(
+    `create table "${t.schema}".effects (job_id bigint not null, pid int not null, lease int,
+                                         at timestamptz default clock_timestamp())`,
+  );
+  return t;
+}
+
+/** Waits until process `pid` has started a job. */
+async function startedOne(client: Client, schema: string, pid: number): Promise<void> {
+  await waitFor(
+    async () =>
+      (await client.sql.unsafe(`select count(*)::int as n from "${schema}".effects where pid = $1`, [pid]))[0]
+        .n >=
+        1,
+    20_000,
+    "the first process started a job",
+  );
+}
+
 /**
- * Three worker processes (10 slots and prefetch 3 each) under a concurrency limit of 2 over 200 jobs of
- * 50 ms; `fault`: one process is killed with kill -9 once it runs a job, or stopped with SIGSTOP past
- * rescueAfter and then resumed.
+ * Waits until all `n` jobs completed and returns each completed attempt's key and interval. Each handler
+ * wrote its effect row while it ran (after its claim committed), and its completion started after the
+ * handler returned: [effect, finalized_at] lies inside the span a limit counts, from the claim's commit to
+ * the completion's commit. (The claim's own time is its transaction's start, before it waited for the
+ * queue's claim lock.)
+ */
+async function completedIntervals(
+  client: Client,
+  schema: string,
+  n: number,
+): Promise<{ key: string; start: number; end: number }[]> {
+  await waitFor(
+    async () => {
+      const [r] = await client.sql.unsafe(
+        `select count(*)::int as n from ${allJobsSql(schema)} j where state = 'completed'`,
+      );
+      return r.n === n;
+    },
+    90_000,
+    `all ${n} completed`,
+  );
+  const rows = await client.sql.unsafe(
+    `select j.limit_key as k, extract(epoch from e.at) * 1000 as s, extract(epoch from j.finalized_at) * 1000 as e
+       from ${allJobsSql(schema)} j join "${schema}".effects e on e.job_id = j.id and e.lease = j.lease
+      where j.state = 'completed'`,
+  );
+  assert.equal(rows.length, n, "every completed attempt recorded its start");
+  return rows.map((r) => ({ key: r.k, start: Number(r.s), end: Number(r.e) }));
+}
+
+/** Asserts that an attempt of the faulty process was rescued (its units came back) and run again elsewhere. */
+async function rescuedAndRunAgain(client: Client, schema: string): Promise<void> {
+  const [r] = await client.sql.unsafe(
+    `select count(*)::int as n from ${allJobsSql(schema)} j where state = 'completed' and attempt > 1`,
+  );
+  assert.ok(r.n >= 1, "at least one attempt of the faulty process was rescued and run again");
+}
+
+/**
+ * Three worker processes under a concurrency limit of 2 over 200 jobs of 50 ms; `fault`: one process is
+ * killed with kill -9 once it runs a job, or stopped with SIGSTOP past rescueAfter and then resumed.
  */
 async function concurrencyTwo(fault: "none" | "kill" | "stop"): Promise<void> {
-  const { client, drop, schema } = await testClient();
-  await client.sql.unsafe(
-    `create table "${schema}".effects (job_id bigint not null, pid int not null, lease int,
-                                       at timestamptz default clock_timestamp())`,
-  );
+  const { client, drop, schema } = await effectsClient();
   await client.setQueueLimit("default", { concurrency: 2 });
   await client.enqueueMany(Array.from({ length: 200 }, (_, i) => ({ kind: "slow", args: { i } })));
-  // With a fault, the first process starts alone, with one slot and handlers of 3 s, so that it holds
-  // both units when the fault hits it: one attempt running, one held.
-  const spawn = (first: boolean) =>
-    spawnWorker(schema, {
-      PREFETCH: "3",
-      MAX_WORKERS: first ? "1" : "10",
-      RESCUE_MS: "1000",
-      SLOW_MS: first ? "3000" : "50",
-      SLOW_LEASE: "1",
-      LEADER_TTL_MS: "1500",
-    });
-  const procs = fault === "none" ? [1, 2, 3].map(() => spawn(false)) : [spawn(true)];
+  const procs = fault === "none"
+    ? [1, 2, 3].map(() => spawnLimited(schema, false))
+    : [spawnLimited(schema, true)];
   let stoppedPid = 0;
   let resumedAt = 0;
   try {
     await procs[0].waitLine(/^started /);
     if (fault !== "none") {
       const victim = procs[0].child.pid;
-      await waitFor(
-        async () =>
-          (await client.sql.unsafe(`select count(*)::int as n from "${schema}".effects where pid = $1`, [
-            victim,
-          ]))[0]
-            .n >= 1,
-        20_000,
-        "the first process started a job",
-      );
-      procs.push(spawn(false), spawn(false));
+      await startedOne(client, schema, victim);
+      procs.push(spawnLimited(schema, false), spawnLimited(schema, false));
       if (fault === "kill") await procs[0].kill("SIGKILL");
       else {
         stoppedPid = victim;
@@ -166,36 +221,10 @@ async function concurrencyTwo(fault: "none" | "kill" | "stop"): Promise<void> {
       }
     }
     await Promise.all(procs.map((p) => p.waitLine(/^started /)));
-    await waitFor(
-      async () => {
-        const [r] = await client.sql.unsafe(
-          `select count(*)::int as n from ${allJobsSql(schema)} j where state = 'completed'`,
-        );
-        return r.n === 200;
-      },
-      90_000,
-      "all 200 completed",
-    );
-    // Each completed attempt's handler wrote its effect row while it ran (after its claim committed), and
-    // its completion started after the handler returned: [effect, finalized_at] lies inside the span the
-    // limit counts, from the claim's commit to the completion's commit. (The claim's own time is its
-    // transaction's start, before it waited for the queue's claim lock.)
-    const rows = await client.sql.unsafe(
-      `select extract(epoch from e.at) * 1000 as s, extract(epoch from j.finalized_at) * 1000 as e
-         from ${allJobsSql(schema)} j join "${schema}".effects e on e.job_id = j.id and e.lease = j.lease
-        where j.state = 'completed'`,
-    );
-    assert.equal(rows.length, 200, "every completed attempt recorded its start");
-    const most = mostAtOnce(rows.map((r) => ({ start: Number(r.s), end: Number(r.e) })));
+    const most = mostAtOnce(await completedIntervals(client, schema, 200));
     assert.ok(most <= 2, `at most 2 at once (got ${most})`);
     assert.equal(most, 2, "the limit's two units were used");
-    if (fault !== "none") {
-      // The faulty process's attempts were rescued (their units came back) and run again elsewhere.
-      const [r] = await client.sql.unsafe(
-        `select count(*)::int as n from ${allJobsSql(schema)} j where state = 'completed' and attempt > 1`,
-      );
-      assert.ok(r.n >= 1, "at least one attempt of the faulty process was rescued and run again");
-    }
+    if (fault !== "none") await rescuedAndRunAgain(client, schema);
     if (fault === "stop") {
       // Resumed, the stopped process started none of the jobs it held before the stop: every run it began
       // after resuming is of an attempt it claimed after resuming.
@@ -230,3 +259,54 @@ Deno.test(
   "limits: a concurrency limit of 2 holds while one of three processes is stopped past rescueAfter and resumed",
   () => concurrencyTwo("stop"),
 );
+
+/**
+ * Three worker processes under a per-key limit of 1 over 20 keys, 10 jobs of 50 ms per key; `kill`: one
+ * process is killed with kill -9 once it runs a job.
+ */
+async function perKeyOne(kill: boolean): Promise<void> {
+  const { client, drop, schema } = await effectsClient();
+  await client.setQueueLimit("default", { perKey: { concurrency: 1 } });
+  await client.enqueueMany(
+    Array.from({ length: 200 }, (_, i) => ({ kind: "slow", args: { i }, limitKey: `k${i % 20}` })),
+  );
+  const procs = kill ? [spawnLimited(schema, true)] : [1, 2, 3].map(() => spawnLimited(schema, false));
+  try {
+    await procs[0].waitLine(/^started /);
+    if (kill) {
+      await startedOne(client, schema, procs[0].child.pid);
+      procs.push(spawnLimited(schema, false), spawnLimited(schema, false));
+      await procs[0].kill("SIGKILL");
+    }
+    await Promise.all(procs.map((p) => p.waitLine(/^started /)));
+    const intervals = await completedIntervals(client, schema, 200);
+    const byKey = new Map<string, { start: number; end: number }[]>();
+    for (const i of intervals) byKey.set(i.key, [...(byKey.get(i.key) ?? []), i]);
+    assert.equal(byKey.size, 20);
+    for (const [k, of] of byKey) {
+      const most = mostAtOnce(of);
+      assert.ok(most <= 1, `key ${k}: at most 1 at once (got ${most})`);
+    }
+    // Keys run side by side: at the busiest instant, several keys ran at once.
+    const all = mostAtOnce(intervals);
+    assert.ok(all >= 5, `several keys at once (got ${all})`);
+    if (kill) await rescuedAndRunAgain(client, schema);
+  } finally {
+    await Promise.all(procs.map((p) => p.kill("SIGTERM")));
+    await drop();
+  }
+}
+
+Deno.test({
+  ignore: TEST_ENGINE !== "queue_storage",
+  name:
+    "limits (queue storage): a per-key limit of 1 over 20 keys with three processes: one job per key at once",
+  fn: () => perKeyOne(false),
+});
+
+Deno.test({
+  ignore: TEST_ENGINE !== "queue_storage",
+  name:
+    "limits (queue storage): a per-key limit of 1 holds while one of three processes is killed with kill -9",
+  fn: () => perKeyOne(true),
+});

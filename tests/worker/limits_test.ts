@@ -33,7 +33,7 @@ Deno.test("limits: the setter validates, seeds only a queue without a row, clear
       [{ countParked: "yes" }, /countParked must be true or false/],
       [[], /limit must be an object/],
       [{ concurrency: 0 }, /limit.concurrency must be an integer from 1/],
-      [{ perKey: { concurrency: 1 } }, /per-key limits are not available yet/],
+      [{ perKey: { concurrency: 0 } }, /limit.perKey.concurrency must be an integer from 1/],
     ];
     for (const [limit, re] of bad) {
       await assert.rejects(
@@ -429,3 +429,64 @@ Deno.test("limits: a limited claim registers the HTTP callbacks of the kinds tha
     assert.equal(cb?.state, "pending");
     assert.equal(cb?.jobId, a.id);
   }));
+
+Deno.test({
+  ignore: TEST_ENGINE !== "queue_storage",
+  name:
+    "limits (queue storage): a per-key limit takes jobs of keys with room, moves the others aside, and takes them back once their key has room",
+  fn: () =>
+    withSchema(async (client) => {
+      const keys = ["a", "a", "a", "b", "b", null, "c"];
+      const jobs = await client.enqueueMany(
+        keys.map((k, i) => ({ kind: "k", args: { i }, queue: "t", ...(k ? { limitKey: k } : {}) })),
+      );
+      const set = await client.setQueueLimit("t", { perKey: { concurrency: 1 } });
+      assert.equal(set.perKey, 1);
+      assert.deepEqual(set.inUse.perKey, {});
+      const first = await claim(client, "t", 10, "t");
+      assert.deepEqual(
+        first.map((j) => j.args.i),
+        [0, 3, 5, 6],
+        "one of each key, and the job without a key",
+      );
+      assert.equal(first.throttle?.limit, "per_key");
+      const aside = await Promise.all([1, 2, 4].map((i) => client.getJob(jobs[i].id)));
+      assert.deepEqual(aside.map((j) => j?.state), ["scheduled", "scheduled", "scheduled"], "moved aside");
+      assert.deepEqual((await client.listQueueLimits())[0].inUse.perKey, { a: 1, b: 1, c: 1 });
+      // Nothing more while every key holds its unit; a promotion brings the moved jobs back to the lane.
+      assert.ok((await client.engine.promote()) >= 3);
+      const none = await claim(client, "t", 10, "t");
+      assert.equal(none.length, 0);
+      assert.equal(none.throttle?.limit, "per_key");
+      // a's attempt ends: a's next job runs; b's stays aside, and can be cancelled there.
+      const a0 = first.find((j) => j.args.i === 0)!;
+      await client.engine.complete([{ id: a0.id, lease: a0.lease, result: null }], { keepCompleted: true });
+      await client.engine.promote();
+      const next = await claim(client, "t", 10, "t");
+      assert.deepEqual(next.map((j) => j.args.i), [1]);
+      assert.equal((await client.cancel(jobs[4].id)).state, "cancelled");
+      // Keys apply across claims of other processes too, and with a concurrency limit beside them.
+      await client.setQueueLimit("t", { perKey: { concurrency: 2 }, concurrency: 5 });
+      await client.engine.promote();
+      const more = await claim(client, "t", 10, "other");
+      assert.deepEqual(more.map((j) => j.args.i), [2], "a's second unit");
+      assert.equal((await client.listQueueLimits())[0].inUse.concurrency, 5);
+      const [log] = await client.sql.unsafe(
+        `select count(*)::int as n from "${client.schema}_qs".limit_open where queue = 't'`,
+      );
+      assert.ok(log.n >= 3, "each claim that took jobs wrote its log row");
+    }),
+});
+
+Deno.test({
+  ignore: TEST_ENGINE !== "canonical",
+  name: "limits (canonical): a per-key limit is refused, pointing at queue storage",
+  fn: () =>
+    withSchema(async (client) => {
+      await assert.rejects(
+        client.setQueueLimit("t", { perKey: { concurrency: 1 } }),
+        (e) => e instanceof ValidationError && /per-key limits need queue storage/.test(e.message),
+      );
+      assert.deepEqual(await client.listQueueLimits(), []);
+    }),
+});

@@ -1,7 +1,7 @@
 /** @jsxImportSource preact */
 /**
- * Every queue with its counts by state, the age of its oldest available job, its fleet-wide rate limit with
- * its use, and pause/resume and the rate's editor.
+ * Every queue with its counts by state, the age of its oldest available job, its fleet-wide limits with
+ * their use (per key: how many keys hold a unit), and pause/resume and the rate's editor.
  */
 import { useState } from "preact/hooks";
 import { PausedBadge, PauseToggle } from "../components/paused_badge.tsx";
@@ -80,6 +80,17 @@ export function Queues() {
                           title="fleet-wide concurrency limit"
                         >
                           {`concurrency ${q.limit.concurrency} · ${q.limit.in_use.concurrency ?? 0} in use`}
+                        </span>
+                      )}
+                      {q.limit?.per_key != null && (
+                        <span
+                          class="badge"
+                          data-testid={`queue-per-key-${q.name}`}
+                          title="fleet-wide limit per limit key: the units each key holds now"
+                        >
+                          {`per key ${q.limit.per_key} · ${
+                            Object.keys(q.limit.in_use.per_key ?? {}).length
+                          } keys in use`}
                         </span>
                       )}
                       {q.limit?.rate != null && q.limit.per_ms != null && (

@@ -33,7 +33,7 @@ const limitBody = {
     concurrency: intOrNull("at most this many attempts open at once across every worker"),
     rate: intOrNull("at most this many claims in any window of per_ms (give both or neither)"),
     per_ms: intOrNull("the rate's window in milliseconds, 1 to 86400000", MAX_LIMIT_WINDOW_MS),
-    per_key: intOrNull("at most this many attempts open per limit key (not available yet)"),
+    per_key: intOrNull("at most this many attempts open per limit key (queue storage)"),
     count_parked: {
       type: "boolean" as const,
       description: "attempts parked for an HTTP callback hold a unit",

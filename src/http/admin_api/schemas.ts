@@ -180,6 +180,11 @@ export const SCHEMAS: Record<string, Schema> = {
         properties: {
           rate: { type: ["integer", "null"], description: "jobs claimed in the current window" },
           concurrency: { type: ["integer", "null"], description: "attempts open now" },
+          per_key: {
+            type: ["object", "null"],
+            additionalProperties: { type: "integer" },
+            description: "the units each limit key holds now (keys holding none are left out)",
+          },
         },
       },
       set_by: {

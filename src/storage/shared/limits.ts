@@ -64,7 +64,11 @@ export function limitInfoFromJson(queue: string, j: Row): QueueLimitInfo {
     perKey: j.per_key ?? null,
     countParked: j.count_parked === true,
     rateInForceAt: j.rate_in_force_at ? new Date(j.rate_in_force_at) : null,
-    inUse: { rate: j.in_use?.rate ?? null, concurrency: j.in_use?.concurrency ?? null },
+    inUse: {
+      rate: j.in_use?.rate ?? null,
+      concurrency: j.in_use?.concurrency ?? null,
+      perKey: j.in_use?.per_key ?? null,
+    },
     setBy: j.set_by,
     updatedAt: new Date(j.updated_at),
   };
