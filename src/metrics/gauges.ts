@@ -73,7 +73,8 @@ export function depthGauges(
           d.oldestAvailableAgeSeconds === null ? [] : [[[m.queueLabel(d.queue)], d.oldestAvailableAgeSeconds]]
         )
       ),
-      // Each limit's use: attempts open (concurrency), jobs claimed in the current window (rate).
+      // Each limit's use: attempts open (concurrency), jobs claimed in the current window (rate), attempts
+      // holding a key's unit, all keys together (per_key).
       m.f.svc_limit_in_use.source(async () =>
         (await readLimits()).flatMap((l) =>
           [
@@ -81,6 +82,10 @@ export function depthGauges(
               ? []
               : [[[m.queueLabel(l.queue), "concurrency"], l.inUse.concurrency]]),
             ...(l.inUse.rate === null ? [] : [[[m.queueLabel(l.queue), "rate"], l.inUse.rate]]),
+            ...(l.inUse.perKey === null ? [] : [[
+              [m.queueLabel(l.queue), "per_key"],
+              Object.values(l.inUse.perKey).reduce((a, n) => a + n, 0),
+            ]]),
           ] as GaugeReading[]
         )
       ),

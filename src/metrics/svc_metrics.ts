@@ -111,12 +111,12 @@ const SPECS = {
   svc_limit_in_use: [
     "gauge",
     ["queue", "limit"],
-    "Use of a queue's fleet-wide limit: attempts open (concurrency), jobs claimed in the current window (rate)",
+    "Use of a queue's fleet-wide limit: attempts open (concurrency), jobs claimed in the current window (rate), attempts holding a key's unit (per_key)",
   ],
   svc_limit_throttled_total: [
     "counter",
     ["queue", "limit"],
-    "Claims of this process that a fleet-wide limit of the queue cut short (limit: rate or concurrency)",
+    "Claims of this process that a fleet-wide limit of the queue cut short (limit: rate, concurrency or per_key)",
   ],
   svc_completion_batch_duration_seconds: ["histogram", [], "Run time of a completion statement (one batch)"],
   svc_ring_prune_total: ["counter", ["outcome"], "Queue storage: the leader's looks at sealed ring slots"],
