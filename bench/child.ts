@@ -18,7 +18,14 @@ import {
   waitForBackendsGone,
   walBytesForDatabase,
 } from "./lib.ts";
-import { type BenchSystem, latencyStats, poolSizeFor, type Variant } from "./systems/base.ts";
+import {
+  type BenchSystem,
+  latencyStats,
+  LIMIT_VARIANTS,
+  type LimitVariant,
+  poolSizeFor,
+  type Variant,
+} from "./systems/base.ts";
 import { type Counts, fmtRate, label, parseSystem } from "./config.ts";
 
 export interface ChildResult {
@@ -119,24 +126,28 @@ export async function runChild(
     }
   });
 
-  // 2 and 5. Drain queued no-op jobs; dead tuples and WAL of the whole job lifecycle.
-  const variants = counts.concurrencies.flatMap((c) =>
-    spec.base === "svc" && !spec.defaults && name === "svc" ? [{ c, ret0: false }, { c, ret0: true }] : [{
-      c,
-      ret0: false,
-    }]
+  // 2 and 5. Drain queued no-op jobs; dead tuples and WAL of the whole job lifecycle. svc (queue storage,
+  // under Deno) also drains with retention 0, and in full mode under each fleet-wide limit.
+  const variants: { c: number; ret0: boolean; limit?: LimitVariant }[] = counts.concurrencies.flatMap((c) =>
+    spec.base === "svc" && !spec.defaults && name === "svc"
+      ? [
+        { c, ret0: false },
+        { c, ret0: true },
+        ...(counts.limits ? LIMIT_VARIANTS.map((limit) => ({ c, ret0: false, limit })) : []),
+      ]
+      : [{ c, ret0: false }]
   );
-  for (const { c, ret0 } of variants) {
-    const key = `c${c}${ret0 ? "_ret0" : ""}`;
+  for (const { c, ret0, limit } of variants) {
+    const key = `c${c}${ret0 ? "_ret0" : ""}${limit ? `_${limit}` : ""}`;
     await phase(`drain ${key}`, async () => {
       const db = await createDatabase(`${name}_${key}`);
       const sql = harnessSql(db.url);
-      const s = new System(variant);
+      const s = new System({ ...variant, ...(limit ? { limit } : {}) });
       try {
         await enableWalInspect(sql);
         const poolSize = poolSizeFor(c);
         await s.setup(db.url, { poolSize, retentionZero: ret0 });
-        if (!ret0) result.configs.push(s.describe(c, poolSize));
+        if (!ret0 && !limit) result.configs.push(s.describe(c, poolSize));
         const tw0 = await tupleWrites(sql);
         const lsn0 = await currentLsn(sql);
         await s.enqueueBatch(counts.drain, counts.batchSize); // untimed here

@@ -19,6 +19,8 @@ export interface Counts {
   /** Windowed drain (systems at their defaults): jobs queued, and the window in ms. */
   windowJobs: number;
   windowMs: number;
+  /** Whether svc also drains under each fleet-wide limit (LIMIT_VARIANTS). */
+  limits: boolean;
 }
 
 export const COUNTS: Record<"full" | "quick", Counts> = {
@@ -35,6 +37,7 @@ export const COUNTS: Record<"full" | "quick", Counts> = {
     httpLatency: 200,
     windowJobs: 2000,
     windowMs: 30_000,
+    limits: true,
   },
   quick: {
     seq: 300,
@@ -49,6 +52,7 @@ export const COUNTS: Record<"full" | "quick", Counts> = {
     httpLatency: 50,
     windowJobs: 500,
     windowMs: 10_000,
+    limits: false,
   },
 };
 

@@ -22,7 +22,7 @@ import {
   summarize,
   type Summary,
 } from "./lib.ts";
-import { poolSizeFor } from "./systems/base.ts";
+import { LIMIT_VARIANTS, poolSizeFor } from "./systems/base.ts";
 import { type ChildResult, runChild, type SystemModule } from "./child.ts";
 import { COUNTS, label, parseSystem, QUICK_SYSTEMS, SYSTEMS } from "./config.ts";
 import { nodeRuntime } from "./node.ts";
@@ -430,6 +430,35 @@ function renderReport(
   }
   const defaultsTable = systems.some((s) => parseSystem(s).defaults) ? defLines.join("\n") : "";
 
+  // svc (queue storage, Deno) draining under each fleet-wide limit, beside its unlimited drain of the same runs.
+  const limitLabels: Record<string, string> = {
+    "": "no limit",
+    concurrency: "concurrency = the worker's slots",
+    per_key_turn: "per key 1, 100 keys in turn",
+    per_key_random: "per key 1, 100 keys at random",
+  };
+  const limLines = [
+    `| Drain of ${counts.drain.toLocaleString("en")} no-op jobs, svc | ${
+      counts.concurrencies.map((c) =>
+        `c${c} jobs/s ↑ | ÷ no limit | c${c} tuple writes/job ↓ | c${c} database CPU-s per 1,000 ↓`
+      ).join(" | ")
+    } |`,
+    `|---|${counts.concurrencies.map(() => "---:|---:|---:|---:").join("|")}|`,
+  ];
+  for (const v of ["", ...LIMIT_VARIANTS]) {
+    const cells = counts.concurrencies.map((c) => {
+      const k = `c${c}${v ? `_${v}` : ""}`;
+      return `${cell(get("svc", `drain_${k}`), "rate")} | ${
+        v ? ratio(get("svc", `drain_${k}`), get("svc", `drain_c${c}`)) : ""
+      } | ${cell(get("svc", `tw_${k}`), "per job")} | ${cell(get("svc", `cpudb_${k}`), "cpu")}`;
+    });
+    limLines.push(`| ${limitLabels[v]} | ${cells.join(" | ")} |`);
+  }
+  const limitsTable =
+    results.some((r) => r.system === "svc" && r.metrics[`drain_c${counts.concurrencies[0]}_concurrency`])
+      ? limLines.join("\n")
+      : "";
+
   // The peers on both runtimes, for the rows that decide the targets.
   const rtRows = rows().filter((r) =>
     r.key === "enq_batch" || r.key.startsWith("drain_c") || r.key.startsWith("cpusum")
@@ -523,6 +552,20 @@ function renderReport(
     );
   }
 
+  if (limitsTable) {
+    for (const c of counts.concurrencies) {
+      for (const v of LIMIT_VARIANTS) {
+        const lim = get("svc", `drain_c${c}_${v}`), free = get("svc", `drain_c${c}`);
+        const q = lim && free ? lim.median / free.median : null;
+        targets.push(
+          `- svc under a limit (${limitLabels[v]}) ≥ 0.70× its unlimited drain, concurrency ${c}: ${
+            q === null ? "—" : q.toFixed(2) + "×"
+          }, ${verdict(q === null ? null : q >= 0.7)}`,
+        );
+      }
+    }
+  }
+
   const notes: string[] = [];
   for (const [sys, why] of Object.entries(skipped)) notes.push(`- **${label(sys)} skipped**: ${why}`);
   if (!systems.includes("svc")) notes.push("- svc was not selected (`--systems`).");
@@ -572,6 +615,21 @@ Ratios are svc's median over the peer's median${quick ? "" : ""}. ${
 
 ${table}
 ${
+    limitsTable
+      ? `
+## svc under fleet-wide limits
+
+svc (queue storage, under Deno) drains the same ${
+        counts.drain.toLocaleString("en")
+      } no-op jobs with one worker
+of C slots while its queue has a fleet-wide limit: a concurrency limit equal to C (every claim counts the
+queue's open attempts; the limit binds whenever the slots are full), or a per-key limit of 1 over 100 keys,
+given in turn (job i has key i mod 100) or drawn at random (seeded); beside its unlimited drain of the same runs.
+
+${limitsTable}
+`
+      : ""
+  }${
     defaultsTable
       ? `
 ## Each system at its defaults

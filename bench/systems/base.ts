@@ -18,7 +18,16 @@ export interface BenchPayload {
 export interface Variant {
   /** The system's defaults except concurrency. */
   defaults?: boolean;
+  /**
+   * svc only, a fleet-wide limit on the drained queue: `concurrency` equal to the worker's slots, or a
+   * per-key limit of 1 over 100 keys given in turn (job i has key i mod 100) or drawn at random (seeded).
+   */
+  limit?: LimitVariant;
 }
+
+/** The fleet-wide limits the benchmark drains under (svc on queue storage). */
+export const LIMIT_VARIANTS = ["concurrency", "per_key_turn", "per_key_random"] as const;
+export type LimitVariant = typeof LIMIT_VARIANTS[number];
 
 export interface SetupOptions {
   /** Size of the system's connection pool (the same figure for every system). */

@@ -12,6 +12,7 @@ import {
   type BenchPayload,
   type HttpRoundTripResult,
   type JobHandler,
+  type Variant,
   withTimeout,
 } from "./base.ts";
 import { now, sleep } from "../lib.ts";
@@ -69,6 +70,20 @@ export default class SvcSystem extends BaseSystem {
   readonly prefetch: number = 0;
   private client: any = null;
   private worker: any = null;
+  /** Jobs enqueued so far (the per-key variants' key of job i). */
+  private enqueued = 0;
+  /** The per-key variants' keys at random: a seeded generator (mulberry32), the same in every run. */
+  private seed = 0x5eed;
+  private random(): number {
+    let t = (this.seed += 0x6d2b79f5);
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  }
+
+  constructor(readonly variant: Variant = {}) {
+    super();
+  }
 
   /** The queue's options at a concurrency. */
   private queueConfig(concurrency: number): Record<string, number> {
@@ -104,7 +119,13 @@ export default class SvcSystem extends BaseSystem {
   }
 
   protected async enqueueMany(payloads: BenchPayload[]): Promise<void> {
-    await this.client.enqueueMany(payloads.map((args) => ({ kind: KIND, args })));
+    const keyed = this.variant.limit === "per_key_turn" || this.variant.limit === "per_key_random";
+    await this.client.enqueueMany(payloads.map((args) => {
+      const i = this.enqueued++;
+      if (!keyed) return { kind: KIND, args };
+      const k = this.variant.limit === "per_key_turn" ? i % 100 : Math.floor(this.random() * 100);
+      return { kind: KIND, args, limitKey: `k${k}` };
+    }));
   }
 
   private workerOptions(extra: Record<string, unknown>): Record<string, unknown> {
@@ -114,6 +135,12 @@ export default class SvcSystem extends BaseSystem {
   }
 
   protected async startWorkers(concurrency: number, onJob: JobHandler): Promise<void> {
+    if (this.variant.limit) {
+      await this.client.setQueueLimit(
+        "default",
+        this.variant.limit === "concurrency" ? { concurrency } : { perKey: { concurrency: 1 } },
+      );
+    }
     this.worker = svc.createWorker(this.workerOptions({
       queues: { default: this.queueConfig(concurrency) },
       handlers: {
