@@ -141,6 +141,8 @@ declare
   v_dh smallint[] := '{}';
   v_dseq bigint[] := '{}';
   v_dj bigint[] := '{}';
+  v_back jsonb;
+  v_room jsonb;
   v_prios smallint[] := array(select distinct l.priority from svc_qs.lanes l where l.queue = p_queue);
   v_ttl bigint := case when p_limit > p_free then greatest(p_prefetch_ttl_ms, 0) else 0 end;
   -- The slots of the generations in p_skip (claim_exhausted found them with nothing left for this queue,
@@ -208,6 +210,24 @@ begin
     -- scheduled copy, due now, which the leader's promotion puts back at the end of its lane. The claim then
     -- takes the rest, so the lane's cursor moves past both and one busy key does not hold the lane.
     v_want := 4 * p_limit;
+    -- Jobs moved aside earlier whose key has room now go back to the end of their lane at once (the leader's
+    -- promotion would take up to a maintenance interval); at most the room of each key.
+    v_room := v_keys;
+    v_back := '[]';
+    for r in select x.job_id, x.limit_key from svc_qs.deferred x
+              where x.queue = p_queue and x.limit_key is not null and x.run_at <= now()
+              order by x.run_at, x.job_id limit v_want for update skip locked loop
+      if coalesce((v_room ->> r.limit_key)::integer, 0) < v_per_key then
+        v_back := v_back || to_jsonb(r.job_id);
+        v_room := jsonb_set(v_room, array[r.limit_key], to_jsonb(coalesce((v_room ->> r.limit_key)::integer, 0) + 1));
+      end if;
+    end loop;
+    if jsonb_array_length(v_back) > 0 then
+      with del as (delete from svc_qs.deferred d
+                    where d.job_id in (select (jsonb_array_elements_text(v_back))::bigint) returning d.*)
+      select jsonb_agg(to_jsonb(del)) into v_back from del;
+      perform svc_qs.back_to_lanes(v_back, true);
+    end if;
     for r in select c.slot, c.queue, c.priority, c.shard, c.seq, c.job_id, c.limit_key
                from (/*slot candidates wanted*/) c order by c.priority, c.seq limit v_want loop
       exit when v_n >= p_limit;

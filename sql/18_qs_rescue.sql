@@ -1,14 +1,41 @@
 -- Queue storage: the leader's promotion of due deferred jobs, rescue of lost attempts and moving long
 -- attempts out of the ring.
 
+-- Puts deferred rows (`p_rows`, a jsonb array of deleted deferred rows) back at the end of their lanes, in
+-- due-time and id order, at the ring's position; wakes their queues unless p_quiet.
+create or replace function svc_qs.back_to_lanes(p_rows jsonb, p_quiet boolean default false) returns integer
+language plpgsql set search_path from current set jit = off as $$
+declare
+  v_shards jsonb;
+  v_slot smallint;
+begin
+  v_slot := svc_qs.write_slot();
+  v_shards := svc_qs.lock_lanes(p_rows);
+  insert into svc_qs.ready (slot, queue, priority, shard, seq, job_id, kind, args, attempt, max_attempts, lease,
+                            run_at, created_at, errors, tags, metadata, unique_key, trace_context, claimed_at, attempted_at,
+                            attempted_by, limit_key)
+  select v_slot, d.queue, d.priority, (v_shards ->> (d.queue || ':' || d.priority))::smallint,
+         nextval('svc_qs.ready_seq'), d.job_id, d.kind, d.args, d.attempt, d.max_attempts, d.lease, d.run_at,
+         d.created_at, d.errors, d.tags, d.metadata, d.unique_key, d.trace_context, d.claimed_at, d.attempted_at, d.attempted_by,
+         d.limit_key
+    from jsonb_to_recordset(p_rows) as d(job_id bigint, queue text, priority smallint, kind text, args jsonb,
+           attempt integer, max_attempts integer, lease integer, run_at timestamptz, created_at timestamptz,
+           errors jsonb, tags text[], metadata jsonb, unique_key text, trace_context text, claimed_at timestamptz, attempted_at timestamptz,
+           attempted_by text, limit_key text)
+   order by d.run_at, d.job_id;
+  if not p_quiet then
+    perform pg_notify(current_schema() || '_jobs', q)
+       from (select distinct x ->> 'queue' as q from jsonb_array_elements(p_rows) x) y;
+  end if;
+  return jsonb_array_length(p_rows);
+end $$;
+
 -- Moves due scheduled and retryable jobs to the end of their lanes; wakes their queues. Returns how many.
 create or replace function svc_qs.promote(p_batch integer default 1000) returns integer
 language plpgsql set search_path from current set jit = off as $$
 declare
   v_rows jsonb;
-  v_shards jsonb;
   v_total integer := 0;
-  v_slot smallint;
 begin
   loop
     with due as (
@@ -17,23 +44,7 @@ begin
     del as (delete from svc_qs.deferred d using due where d.job_id = due.job_id returning d.*)
     select jsonb_agg(to_jsonb(del)) into v_rows from del;
     exit when v_rows is null;
-    v_slot := svc_qs.write_slot();
-    v_shards := svc_qs.lock_lanes(v_rows);
-    insert into svc_qs.ready (slot, queue, priority, shard, seq, job_id, kind, args, attempt, max_attempts, lease,
-                              run_at, created_at, errors, tags, metadata, unique_key, trace_context, claimed_at, attempted_at,
-                              attempted_by, limit_key)
-    select v_slot, d.queue, d.priority, (v_shards ->> (d.queue || ':' || d.priority))::smallint,
-           nextval('svc_qs.ready_seq'), d.job_id, d.kind, d.args, d.attempt, d.max_attempts, d.lease, d.run_at,
-           d.created_at, d.errors, d.tags, d.metadata, d.unique_key, d.trace_context, d.claimed_at, d.attempted_at, d.attempted_by,
-           d.limit_key
-      from jsonb_to_recordset(v_rows) as d(job_id bigint, queue text, priority smallint, kind text, args jsonb,
-             attempt integer, max_attempts integer, lease integer, run_at timestamptz, created_at timestamptz,
-             errors jsonb, tags text[], metadata jsonb, unique_key text, trace_context text, claimed_at timestamptz, attempted_at timestamptz,
-             attempted_by text, limit_key text)
-     order by d.run_at, d.job_id;
-    perform pg_notify(current_schema() || '_jobs', q)
-       from (select distinct x ->> 'queue' as q from jsonb_array_elements(v_rows) x) y;
-    v_total := v_total + jsonb_array_length(v_rows);
+    v_total := v_total + svc_qs.back_to_lanes(v_rows);
     exit when jsonb_array_length(v_rows) < p_batch;
   end loop;
   return v_total;

@@ -239,8 +239,8 @@ export interface QueueLimit {
   /**
    * At most `concurrency` attempts open at once per job `limitKey`, fleet-wide, while jobs of other keys go
    * on; jobs without a key are not limited by it. A job whose key is at its limit when a claim meets it is
-   * moved aside (shown as `scheduled`) and comes back to the end of its queue at the leader's next
-   * promotion. Needs queue storage (refused on canonical and while a storage transition is under way).
+   * moved aside (shown as `scheduled`) and comes back to the end of its queue once its key has room. Needs
+   * queue storage (refused on canonical and while a storage transition is under way).
    */
   perKey?: { concurrency: number } | null;
   /** Whether an attempt parked for an HTTP callback holds a concurrency unit (default false). */

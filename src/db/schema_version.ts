@@ -33,6 +33,8 @@ export const MIGRATIONS: readonly { version: number; file: string }[] = [
   { version: 14, file: "0014_queue_limits.sql" },
   // Concurrency limits on queue storage: the log of a limited queue's open attempts (ADR 019).
   { version: 15, file: "0015_concurrency_log.sql" },
+  // Per-key limits: the keyed jobs of a queue moved aside, by due time (ADR 019).
+  { version: 16, file: "0016_diverted_index.sql" },
 ];
 
 /** The schema version this binary needs (workers run on any schema at or above it). */

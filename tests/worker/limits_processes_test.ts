@@ -17,27 +17,26 @@ async function rateInForce(client: Client, queue: string): Promise<void> {
   );
 }
 
-/** Claims of `queue` as (time ms, jobs): queue storage's claims rows, and every engine's limit log. */
+/**
+ * Claims of `queue` as (time ms, jobs): every engine's limit log, and queue storage's claims rows (canonical
+ * keeps no claim records: the last claim of each job, a subset of the claims). One statement, so both are
+ * read in one snapshot while the workers go on claiming.
+ */
 async function claimEvents(client: Client, queue: string): Promise<{ at: number; n: number }[][]> {
   const s = client.schema;
-  const log = await client.sql.unsafe(
-    `select extract(epoch from at) * 1000 as at, n from "${s}".limit_log where queue = $1 order by at`,
+  const own = TEST_ENGINE === "queue_storage"
+    ? `select 'own' as src, extract(epoch from at) * 1000 as at, n from "${s}_qs".claims where queue = $1`
+    : `select 'own', extract(epoch from claimed_at) * 1000, 1 from ${allJobsSql(s)} j
+        where queue = $1 and claimed_at is not null`;
+  const all = await client.sql.unsafe(
+    `select * from (select 'log' as src, extract(epoch from at) * 1000 as at, n from "${s}".limit_log
+                     where queue = $1
+                    union all ${own}) x order by at`,
     [queue],
   );
-  const own = TEST_ENGINE === "queue_storage"
-    ? await client.sql.unsafe(
-      `select extract(epoch from at) * 1000 as at, n from "${s}_qs".claims where queue = $1 order by at`,
-      [queue],
-    )
-    // canonical keeps no claim records: the last claim of each job (a subset of the claims)
-    : await client.sql.unsafe(
-      `select extract(epoch from claimed_at) * 1000 as at, 1 as n from ${allJobsSql(s)} j
-        where queue = $1 and claimed_at is not null order by claimed_at`,
-      [queue],
-    );
-  const rows = (rs: { at: string | number; n: number }[]) =>
-    rs.map((r) => ({ at: Number(r.at), n: Number(r.n) }));
-  return [rows(log as never), rows(own as never)];
+  const rows = (src: string) =>
+    all.filter((r) => r.src === src).map((r) => ({ at: Number(r.at), n: Number(r.n) }));
+  return [rows("log"), rows("own")];
 }
 
 /** The most jobs claimed in any window of `perMs` (windows start at a claim). */
