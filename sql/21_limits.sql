@@ -20,7 +20,7 @@ $$;
 -- holds it. An attempt (job, lease) never reopens, so an ended entry stays ended.
 create or replace function svc_qs.limit_open_now(p_queue text)
 returns table (job_id bigint, lease integer, slot smallint, claim_id bigint, limit_key text)
-language plpgsql stable set search_path from current set jit = off as $$
+language plpgsql stable set search_path from current set jit = off set plan_cache_mode = force_generic_plan as $$
 #variable_conflict use_column
 begin
   return query
@@ -29,11 +29,12 @@ begin
     cross join lateral unnest(g.job_ids, g.leases, g.slots, g.claim_ids, g.limit_keys)
       as e(job_id, lease, slot, claim_id, limit_key)
    -- A point lookup per entry (the `(select true ... limit 1) is null` form keeps each a subplan: as NOT
-   -- EXISTS the planner hashed every completions row of the ring against the entries).
-   where (select true from svc_qs.closed c where c.job_id = e.job_id and c.lease = e.lease and c.slot = e.slot
-           limit 1) is null
-     and (select true from svc_qs.completions x
-           where x.claim_id = e.claim_id and x.slot = e.slot and e.job_id = any(x.ids) limit 1) is null;
+   -- EXISTS the planner hashed every completions row of the ring against the entries; reading each batch's
+   -- completions once, in a CTE, took twice as long for 50 entries).
+   where (select true from svc_qs.completions x
+           where x.claim_id = e.claim_id and x.slot = e.slot and e.job_id = any(x.ids) limit 1) is null
+     and (select true from svc_qs.closed c where c.job_id = e.job_id and c.lease = e.lease and c.slot = e.slot
+           limit 1) is null;
 end $$;
 
 -- Queue storage: the parked attempts of a queue that hold a concurrency unit: in-process waiters (their
@@ -41,10 +42,14 @@ end $$;
 -- the queue counts them (p_count_parked). Without p_count_parked the partial index on parked (queue) reads
 -- only the rows that hold a unit, which the limit bounds.
 create or replace function svc_qs.limit_parked_units(p_queue text, p_count_parked boolean) returns bigint
-language sql stable as $$
-  select case when p_count_parked then (select count(*) from svc_qs.parked p where p.queue = p_queue)
-              else (select count(*) from svc_qs.parked p where p.queue = p_queue and p.waiter is distinct from 'http') end
-$$;
+language plpgsql stable set search_path from current set jit = off set plan_cache_mode = force_generic_plan as $$
+begin
+  -- PL/pgSQL, so the plans are cached (as a SQL function each call planned its statement: 0.15 ms)
+  if p_count_parked then
+    return (select count(*) from svc_qs.parked p where p.queue = p_queue);
+  end if;
+  return (select count(*) from svc_qs.parked p where p.queue = p_queue and p.waiter is distinct from 'http');
+end $$;
 
 -- Queue storage: every open ring attempt of a queue, read from its claims kept in the ring (each batch not
 -- wholly completed, expanded to its ready rows): what a concurrency limit starts from when it is set. Reads

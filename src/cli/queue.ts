@@ -136,7 +136,9 @@ function limitText(l: QueueLimitInfo | undefined): string | null {
     const counting = l.rateInForceAt && l.rateInForceAt.getTime() > Date.now() ? ", counting" : "";
     parts.push(`rate ${l.rate}/${windowText(l.per)} (${l.inUse.rate ?? 0} in window${counting})`);
   }
-  if (l.perKey !== null) parts.push(`per key ${l.perKey}`);
+  if (l.perKey !== null) {
+    parts.push(`per key ${l.perKey} (${Object.keys(l.inUse.perKey ?? {}).length} keys in use)`);
+  }
   return parts.length ? parts.join(", ") : "none (kept)";
 }
 

@@ -49,7 +49,7 @@ Deno.test("svc queue limit: set a rate, show it, list it, clear and reset; bad v
     const perKey = await svcIn(schema, ["queue", "limit", "mail", "--per-key", "3", "--rate", "20/1s"]);
     if (TEST_ENGINE === "queue_storage") {
       assert.equal(perKey.code, 0, perKey.stderr);
-      assert.match(perKey.stdout, /per key 3/);
+      assert.match(perKey.stdout, /per key 3 \(0 keys in use\)/);
     } else {
       assert.equal(perKey.code, 2, perKey.stdout);
       assert.match(perKey.stderr, /per-key limits need queue storage/);
