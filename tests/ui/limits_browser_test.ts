@@ -74,3 +74,35 @@ Deno.test({
       await page.getByTestId("queue-per-key-pay").filter({ hasText: "per key 1 · 2 keys in use" }).waitFor();
     }),
 });
+
+Deno.test({
+  ignore: SKIP || TEST_ENGINE !== "queue_storage",
+  name: "UI: the Running page says which limit holds a runtime's queue back",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: () =>
+    withUi(true, async (page, client, base) => {
+      await client.enqueueMany(["a", "a"].map((k) => ({ kind: "k", queue: "pay", limitKey: k })));
+      await client.setQueueLimit("pay", { perKey: { concurrency: 1 } });
+      const id = "worker-p:7:x1";
+      assert.equal((await claim(client, "pay", 2, id)).length, 1);
+      // The worker's heartbeat names the limit that cut its last claim short (src/worker/worker.ts).
+      await client.engine.upsertRuntime({
+        id,
+        hostname: "worker-p",
+        pid: 7,
+        queues: ["pay"],
+        ready: true,
+        leader: false,
+        health: {
+          in_flight: 1,
+          throttled: [{ queue: "pay", limit: "per_key", since: new Date(Date.now() - 5_000).toISOString() }],
+        },
+      });
+      await page.goto(base + "/running");
+      await page.getByTestId(`throttled-${id}-pay`).filter({
+        hasText: /^pay: limited \(per-key limit\) since/,
+      })
+        .waitFor();
+    }),
+});

@@ -142,8 +142,11 @@ function ThrottledList({ r }: { r: Runtime }) {
     <ul class="chips" data-testid={`throttled-${r.id}`}>
       {r.throttled.map((t) => (
         <li key={t.queue} class="chip" data-testid={`throttled-${r.id}-${t.queue}`}>
-          <code>{t.queue}</code>: limited ({t.limit === "rate" ? "rate limit" : t.limit}) since{" "}
-          <RelTime iso={t.since} />
+          <code>{t.queue}</code>: limited ({t.limit === "rate"
+            ? "rate limit"
+            : t.limit === "per_key"
+            ? "per-key limit"
+            : "concurrency limit"}) since <RelTime iso={t.since} />
         </li>
       ))}
     </ul>
