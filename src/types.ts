@@ -152,7 +152,7 @@ export interface EnqueueOptions {
   /**
    * The key per-key limits count the job by (a tenant, an account, an API token...): a string of 1 to 255
    * characters. Without it, the kind's `limitKey(args)` of `createClient({ kinds })` gives it, if any.
-   * Carried with the job (`job.limitKey`); per-key limits are not enforced yet.
+   * Carried with the job (`job.limitKey`) through every attempt; a queue's `perKey` limit counts by it.
    */
   limitKey?: string;
   /** A postgres.js transaction (or `sql`) of the caller's own: the insert joins it. */
