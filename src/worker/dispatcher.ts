@@ -84,9 +84,10 @@ export interface DispatcherContext {
   /** Counts this queue's claims that a limit cut short, by limit. */
   throttled?: (limit: string) => CounterHandle;
   /**
-   * Whether held jobs may still start: false when this process's last successful heartbeat is older than
-   * `rescueAfter` minus one heartbeat interval (a process resumed after SIGSTOP, or cut off from the
-   * database), since the leader may have rescued its held attempts and claimed them again elsewhere.
+   * Whether a held job claimed at `claimedAt` may still start: false when this process's last successful
+   * heartbeat is older than its stall threshold (the worker's: `rescueAfter` minus one heartbeat interval, at
+   * least two intervals), or such a gap between heartbeats happened since the claim (a process resumed after
+   * SIGSTOP, or cut off from the database): the leader may have rescued the attempt and claimed it again.
    */
   heldFresh?: (claimedAt: number) => boolean;
 }
