@@ -99,7 +99,8 @@ $cand$, '/*shard lanes*/', v_lanes), i);
   end loop;
   execute replace(replace(replace(replace(replace(replace($fn$
 create or replace function svc_qs.claim_next(p_queue text, p_limit integer, p_free integer, p_worker text,
-                             p_policies jsonb, p_callbacks jsonb, p_prefetch_ttl_ms bigint, p_skip bigint[])
+                             p_policies jsonb, p_callbacks jsonb, p_prefetch_ttl_ms bigint, p_skip bigint[],
+                             p_ended_ids bigint[], p_ended_leases integer[])
 returns table (slot smallint, queue text, priority smallint, shard smallint, seq bigint, job_id bigint, kind text,
                args jsonb, attempt integer, max_attempts integer, lease integer, run_at timestamptz,
                created_at timestamptz, errors jsonb, tags text[], metadata jsonb, unique_key text,
@@ -171,7 +172,7 @@ begin
       select coalesce(array_agg(o.job_id), '{}'), coalesce(array_agg(o.lease), '{}'), coalesce(array_agg(o.slot), '{}'),
              coalesce(array_agg(o.claim_id), '{}'), coalesce(array_agg(o.limit_key), '{}')
         into v_oj, v_ol, v_os, v_oc, v_ok
-        from svc_qs.limit_open_now(p_queue) o;
+        from svc_qs.limit_open_now(p_queue, p_ended_ids, p_ended_leases) o;
       v_open := cardinality(v_oj) + svc_qs.limit_parked_units(p_queue, v_count_parked);
       if v_per_key is not null then
         -- the units of each key: its open ring attempts and its parked attempts that hold one
@@ -311,6 +312,14 @@ begin
         null::jsonb, null::text[], null::jsonb, null::text, null::text, null::timestamptz, null::timestamptz,
         null::boolean, null::integer, null::bigint, null::uuid, null::timestamptz, null::bigint, null::text,
         'per_key'::text, null::integer, null::timestamptz, cardinality(v_dj);
+    elsif v_conc is not null or v_per_key is not null then
+      -- not cut short: a last row without a job and without a limit tells the worker that the queue counts
+      -- units, so that it sends the attempts whose handler has returned with its next claims
+      return query select null::smallint, null::text, null::smallint, null::smallint, null::bigint, null::bigint,
+        null::text, null::jsonb, null::integer, null::integer, null::integer, null::timestamptz, null::timestamptz,
+        null::jsonb, null::text[], null::jsonb, null::text, null::text, null::timestamptz, null::timestamptz,
+        null::boolean, null::integer, null::bigint, null::uuid, null::timestamptz, null::bigint, null::text,
+        null::text, (v_open + v_taken)::integer, null::timestamptz, cardinality(v_dj);
     end if;
   end if;
 end $$
@@ -320,6 +329,22 @@ $fn$, '/*claim without callbacks*/', replace(v_stmt, '/*callbacks*/', '')),
        '/*keyed claim without callbacks*/', replace(replace(v_stmt, '/*callbacks*/', ''), '/*slot candidates*/', v_keyed)),
        '/*keyed claim with callbacks*/', replace(replace(v_stmt, '/*callbacks*/', v_cbs), '/*slot candidates*/', v_keyed));
 end $gen$;
+
+-- The claim without the attempts a worker saw end (the signature of earlier versions, kept for workers that
+-- still call it during a rolling upgrade): every open attempt counts until its outcome is written.
+create or replace function svc_qs.claim_next(p_queue text, p_limit integer, p_free integer, p_worker text,
+                             p_policies jsonb, p_callbacks jsonb, p_prefetch_ttl_ms bigint, p_skip bigint[])
+returns table (slot smallint, queue text, priority smallint, shard smallint, seq bigint, job_id bigint, kind text,
+               args jsonb, attempt integer, max_attempts integer, lease integer, run_at timestamptz,
+               created_at timestamptz, errors jsonb, tags text[], metadata jsonb, unique_key text,
+               trace_context text, claimed_at timestamptz, deadline_at timestamptz, prefetched boolean,
+               effective_max_attempts integer, retry_delay_ms bigint, callback_id uuid,
+               callback_timeout_at timestamptz, claim_id bigint, limit_key text, throttled text, in_use integer,
+               retry_at timestamptz, diverted integer)
+language sql set search_path from current as $$
+  select * from svc_qs.claim_next(p_queue, p_limit, p_free, p_worker, p_policies, p_callbacks, p_prefetch_ttl_ms,
+                                  p_skip, '{}'::bigint[], '{}'::integer[])
+$$;
 
 -- The claim of earlier versions (no throttled row): a worker of the previous version obeys the same limits
 -- and only polls where a new one would wait for the throttled row's retry_at.
@@ -338,7 +363,7 @@ begin
                       c.trace_context, c.claimed_at, c.deadline_at, c.prefetched, c.effective_max_attempts,
                       c.retry_delay_ms, c.callback_id, c.callback_timeout_at, c.claim_id, c.limit_key
                  from svc_qs.claim_next(p_queue, p_limit, p_free, p_worker, p_policies, p_callbacks,
-                                        p_prefetch_ttl_ms, p_skip) c
+                                        p_prefetch_ttl_ms, p_skip, '{}'::bigint[], '{}'::integer[]) c
                 where c.job_id is not null;
 end $$;
 

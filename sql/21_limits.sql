@@ -18,7 +18,10 @@ $$;
 -- (every claim of the queue since the limit was set writes one, holding the open attempts after it): the
 -- entries whose attempt has not ended, i.e. no completions row of its claim batch lists it and no closed row
 -- holds it. An attempt (job, lease) never reopens, so an ended entry stays ended.
-create or replace function svc_qs.limit_open_now(p_queue text)
+-- p_ended_ids/p_ended_leases: attempts whose handler has returned in the claiming worker, whose outcome is
+-- still on its way (ADR 019, "A returned handler holds no unit"): they are not counted, and no lookup is
+-- made for them. An entry matches only with its lease, so a stale worker's list ends nothing current.
+create or replace function svc_qs.limit_open_now(p_queue text, p_ended_ids bigint[], p_ended_leases integer[])
 returns table (job_id bigint, lease integer, slot smallint, claim_id bigint, limit_key text)
 language plpgsql stable set search_path from current set jit = off set plan_cache_mode = force_generic_plan as $$
 #variable_conflict use_column
@@ -28,14 +31,23 @@ begin
     from (select g.* from svc_qs.limit_open g where g.queue = p_queue order by g.claim_id desc limit 1) g
     cross join lateral unnest(g.job_ids, g.leases, g.slots, g.claim_ids, g.limit_keys)
       as e(job_id, lease, slot, claim_id, limit_key)
+   where (cardinality(p_ended_ids) = 0
+          or (p_ended_leases[array_position(p_ended_ids, e.job_id)] = e.lease) is not true)
    -- A point lookup per entry (the `(select true ... limit 1) is null` form keeps each a subplan: as NOT
    -- EXISTS the planner hashed every completions row of the ring against the entries; reading each batch's
    -- completions once, in a CTE, took twice as long for 50 entries).
-   where (select true from svc_qs.completions x
+     and (select true from svc_qs.completions x
            where x.claim_id = e.claim_id and x.slot = e.slot and e.job_id = any(x.ids) limit 1) is null
      and (select true from svc_qs.closed c where c.job_id = e.job_id and c.lease = e.lease and c.slot = e.slot
            limit 1) is null;
 end $$;
+
+-- The same for readers outside a claim (the admin API's use, the setter): every entry that has not ended.
+create or replace function svc_qs.limit_open_now(p_queue text)
+returns table (job_id bigint, lease integer, slot smallint, claim_id bigint, limit_key text)
+language sql stable set search_path from current as $$
+  select * from svc_qs.limit_open_now(p_queue, '{}'::bigint[], '{}'::integer[])
+$$;
 
 -- Queue storage: the parked attempts of a queue that hold a concurrency unit: in-process waiters (their
 -- handler resumes without a claim) and attempts moved out of the ring for running long, and HTTP parks when

@@ -4,7 +4,9 @@
  * bookkeeping only: the window read and a log row per claim), and with a concurrency limit equal to the
  * worker's slots (every claim counts the queue's open attempts; the limit binds whenever the slots are
  * full). R runs (default 3) interleaved; prints the median jobs/s of each and its ratio to the unlimited
- * drain of the same engine and concurrency. ENGINES (comma-separated) picks the engines (default both).
+ * drain of the same engine and concurrency. ENGINES (comma-separated) picks the engines (default both);
+ * VARIANTS the variants (default none,rate,concurrency; also per_key: a per-key limit of 1 over 100 keys given
+ * in turn).
  * Throw-away database bench_probe_limits.
  *
  *   deno run -A bench/probes/limits.ts [N] [R]
@@ -20,7 +22,7 @@ await admin.unsafe(`drop database if exists ${DB}`);
 await admin.unsafe(`create database ${DB}`);
 const url = `${BASE}/${DB}`;
 
-type Variant = "none" | "rate" | "concurrency";
+type Variant = "none" | "rate" | "concurrency" | "per_key";
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 async function drain(
@@ -34,7 +36,12 @@ async function drain(
   try {
     await client.migrate({ engine });
     for (let i = 0; i < N; i += 1000) {
-      await client.enqueueMany(Array.from({ length: Math.min(1000, N - i) }, () => ({ kind: "noop" })));
+      await client.enqueueMany(
+        Array.from({ length: Math.min(1000, N - i) }, (_, j) => ({
+          kind: "noop",
+          ...(variant === "per_key" ? { limitKey: `k${(i + j) % 100}` } : {}),
+        })),
+      );
     }
     if (variant === "rate") {
       await client.setQueueLimit("default", { rate: 2_000_000_000, per: 1000 });
@@ -43,6 +50,8 @@ async function drain(
       );
     } else if (variant === "concurrency") {
       await client.setQueueLimit("default", { concurrency: c });
+    } else if (variant === "per_key") {
+      await client.setQueueLimit("default", { perKey: { concurrency: 1 } });
     }
     let done = 0;
     let resolve!: () => void;
@@ -82,7 +91,7 @@ const engines = (Deno.env.get("ENGINES") ?? "queue_storage,canonical").split(","
 )[];
 for (const engine of engines) {
   for (const c of [10, 50]) {
-    for (const v of ["none", "rate", "concurrency"] as Variant[]) {
+    for (const v of (Deno.env.get("VARIANTS") ?? "none,rate,concurrency").split(",") as Variant[]) {
       cases.push([engine, c, v]);
     }
   }

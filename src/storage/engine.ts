@@ -36,6 +36,13 @@ export interface ClaimRequest {
   callbackTimeoutsMs: Record<string, number>;
   /** How long a prefetched job may wait to start (its claim's deadline is extended by this). */
   prefetchTtlMs: number;
+  /**
+   * Attempts of this queue whose handler has returned in this process while their outcome is still on its
+   * way to the database: a concurrency or per-key limit does not count them (ADR 019). Sent only for a
+   * queue whose claims said it counts units (`Claimed.countsUnits`); an engine may ignore it (its count
+   * then includes them until their outcome is written).
+   */
+  ended?: AttemptRef[];
 }
 
 /** Why a claim of a limited queue came back short (ADR 019). */
@@ -48,8 +55,11 @@ export interface Throttle {
   retryAt: Date | null;
 }
 
-/** The jobs a claim took, in claim order; `throttle` when a limit of the queue cut it short. */
-export type Claimed = Job[] & { throttle?: Throttle };
+/**
+ * The jobs a claim took, in claim order; `throttle` when a limit of the queue cut it short; `countsUnits`
+ * when the queue has a concurrency or per-key limit whose count honours `ClaimRequest.ended`.
+ */
+export type Claimed = Job[] & { throttle?: Throttle; countsUnits?: boolean };
 
 /** An attempt: job id and run lease. */
 export interface AttemptRef {

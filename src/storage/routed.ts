@@ -214,8 +214,11 @@ export class RoutedEngine implements StorageEngine {
       // Each engine's claim takes what the queue's limits leave after the other's (the same claim lock and
       // log): the answer is throttled when the last engine asked was.
       out.throttle = jobs.throttle;
+      // Only when every engine asked honours the ended attempts (one engine runs outside a transition).
+      out.countsUnits = jobs.countsUnits;
     }
     if (!out.throttle) delete out.throttle;
+    if (!out.countsUnits) delete out.countsUnits;
     return out;
   }
 

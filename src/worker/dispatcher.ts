@@ -131,6 +131,15 @@ export class Dispatcher {
   private unwritten = 0;
   /** Outcomes of this queue's attempts written so far (a claim cut short while one was written retries). */
   private outcomesWritten = 0;
+  /**
+   * The queue has a concurrency or per-key limit whose claims take `ended` (its last claims said so): a
+   * returned handler's unit is free for the next claim without waiting for its outcome to be written.
+   */
+  private countsUnits = false;
+  /** With `countsUnits`: attempts (job id to lease) whose handler has returned and whose outcome is unwritten. */
+  private readonly ended = new Map<number, number>();
+  /** Handlers of this queue that have returned so far (with `countsUnits`, a claim cut short meanwhile retries). */
+  private handlersReturned = 0;
   /** When a concurrency limit last cut a claim of this queue short (its units are counted for a second). */
   private unitLimitedAt = -Infinity;
   private get unitLimited(): boolean {
@@ -265,16 +274,28 @@ export class Dispatcher {
     const f: InFlight = execute(job, this.deps, () => {
       this.running--;
       returned = true;
-      if (!written) this.unwritten++;
-      if (this.backlog || this.buffer.length) this.slotFreed();
+      this.handlersReturned++;
+      if (!written) {
+        this.unwritten++;
+        // Not running any more: the next claims tell the limit so until the outcome is written.
+        if (this.countsUnits) this.ended.set(job.id, job.lease);
+      }
+      if (this.countsUnits && this.unitLimited) {
+        // A unit of the queue's limit is free now: claim again at once.
+        this.throttledUntil = 0;
+        this.slotFreed();
+      } else if (this.backlog || this.buffer.length) this.slotFreed();
     }, () => {
       if (this.inFlight.get(job.id) === f) this.inFlight.delete(job.id);
     }, () => {
       written = true;
       this.outcomesWritten++;
-      if (returned) this.unwritten--;
+      if (returned) {
+        this.unwritten--;
+        if (this.ended.get(job.id) === job.lease) this.ended.delete(job.id);
+      }
       // Its outcome is committed: a unit of the queue's concurrency limit is free, claim again at once.
-      if (this.unitLimited) {
+      if (this.unitLimited && !this.countsUnits) {
         this.throttledUntil = 0;
         this.slotFreed();
       }
@@ -343,7 +364,10 @@ export class Dispatcher {
         await this.giveBack(this.buffer.splice(0).map((h) => h.job), "queue paused");
       }
       this.feed();
-      const free = this.maxWorkers - this.running - this.reserved - (this.unitLimited ? this.unwritten : 0);
+      // Returned handlers whose outcome is unwritten still hold a unit of a concurrency limit unless the
+      // claim is told of them (countsUnits): until then their slots wait.
+      const free = this.maxWorkers - this.running - this.reserved -
+        (this.unitLimited && !this.countsUnits ? this.unwritten : 0);
       // Slots the buffer cannot fill are claimed into; the buffer is refilled once it is half empty.
       const intoSlots = this.buffer.length === 0 ? Math.min(Math.max(free, 0), this.share) : 0;
       const held = this.buffer.length + this.reservedAhead;
@@ -371,6 +395,7 @@ export class Dispatcher {
       yielded = false;
       const limit = intoSlots + ahead;
       const writtenBefore = this.outcomesWritten;
+      const returnedBefore = this.handlersReturned;
       this.reserved += intoSlots;
       this.reservedAhead += ahead;
       let claimed: Claimed;
@@ -384,6 +409,7 @@ export class Dispatcher {
             policies: this.ctx.policies(),
             callbackTimeoutsMs: this.ctx.callbackTimeoutsMs ?? {},
             prefetchTtlMs: this.prefetchTtl,
+            ...(this.ended.size ? { ended: [...this.ended].map(([id, lease]) => ({ id, lease })) } : {}),
           }));
         failures = 0;
       } catch (e) {
@@ -396,6 +422,11 @@ export class Dispatcher {
         this.reservedAhead -= ahead;
       }
       this.backlog = claimed.length >= limit;
+      if (claimed.countsUnits) this.countsUnits = true;
+      else if (!claimed.throttle && claimed.length > 0 && this.countsUnits) {
+        this.countsUnits = false; // the queue's unit limit is gone
+        this.ended.clear();
+      }
       if (!claimed.throttle) {
         this.throttledBy = null;
         this.throttleBackoff = 0;
@@ -416,7 +447,9 @@ export class Dispatcher {
         );
         this.throttledUntil = t.retryAt
           ? Math.max(t.retryAt.getTime(), Date.now() + 1)
-          : this.outcomesWritten !== writtenBefore
+          : (this.countsUnits
+              ? this.handlersReturned !== returnedBefore
+              : this.outcomesWritten !== writtenBefore)
           ? 0 // a unit of this process's may have freed after the claim counted: ask again at once
           : Date.now() + this.throttleBackoff;
         this.logger.debug(

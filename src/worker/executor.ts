@@ -72,7 +72,8 @@ type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
 
 /**
  * Starts an attempt. `onRecorded` runs once its outcome is recorded (a completion: handed to the completer;
- * or given up); `onWritten` once the outcome is committed (a completion: its batch; not for one given up);
+ * or given up); `onWritten` once the outcome is committed (a completion: its batch) or given up (its write failed for good: the
+ * leader's rescue ends the attempt);
  * `onSettled` once the slot can be reused: the outcome is recorded and the handler has returned. An aborted handler (cancel, deadline,
  * shutdown) has its outcome written at once but keeps its slot until it returns (src/worker/stuck.ts).
  */
@@ -169,6 +170,7 @@ export function execute(
       d.logger.error(`svc: could not record the outcome of job ${job.id}: ${why}`);
       d.abandon?.(job, `could not record the outcome: ${why}`);
       d.engine.forgetAttempt?.(job);
+      onWritten?.();
     }
   })();
   const released = done.then(() => {

@@ -135,7 +135,7 @@ async function effectsClient() {
   const t = await testClient();
   await t.client.sql.unsafe(
     `create table "${t.schema}".effects (job_id bigint not null, pid int not null, lease int,
-                                         at timestamptz default clock_timestamp())`,
+                                         at timestamptz default clock_timestamp(), ended_at timestamptz)`,
   );
   return t;
 }
@@ -175,11 +175,13 @@ async function completedIntervals(
     `all ${n} completed`,
   );
   const rows = await client.sql.unsafe(
-    `select j.limit_key as k, extract(epoch from e.at) * 1000 as s, extract(epoch from j.finalized_at) * 1000 as e
+    `select j.limit_key as k, extract(epoch from e.at) * 1000 as s, extract(epoch from e.ended_at) * 1000 as e
        from ${allJobsSql(schema)} j join "${schema}".effects e on e.job_id = j.id and e.lease = j.lease
-      where j.state = 'completed'`,
+      where j.state = 'completed' and e.ended_at is not null`,
   );
-  assert.equal(rows.length, n, "every completed attempt recorded its start");
+  // A unit is held from the claim until the handler returns (ADR 019): the handler records its start and,
+  // just before it returns, its end.
+  assert.equal(rows.length, n, "every completed attempt recorded its start and end");
   return rows.map((r) => ({ key: r.k, start: Number(r.s), end: Number(r.e) }));
 }
 

@@ -544,3 +544,68 @@ Deno.test({
       }
     }),
 });
+
+Deno.test({
+  ignore: TEST_ENGINE !== "queue_storage",
+  name:
+    "limits (queue storage): a claim told of attempts whose handler returned does not count them, with their lease only",
+  fn: () =>
+    withSchema(async (client) => {
+      await client.enqueueMany([
+        ...Array.from({ length: 6 }, (_, i) => ({ kind: "k", args: { i }, queue: "e" })),
+        ...Array.from({ length: 4 }, (_, i) => ({ kind: "k", args: { i }, queue: "f", limitKey: "x" })),
+      ]);
+      await client.setQueueLimit("e", { concurrency: 2 });
+      const req = (queue: string, ended: { id: number; lease: number }[] = []) =>
+        client.engine.claim({
+          queue,
+          limit: 5,
+          free: 5,
+          runtimeId: "t",
+          policies: {},
+          callbackTimeoutsMs: {},
+          prefetchTtlMs: 0,
+          ended,
+        });
+      const first = await req("e");
+      assert.equal(first.length, 2);
+      assert.equal(first.countsUnits, true, "the claim says the queue counts units");
+      // A stale lease (or an attempt of another queue) ends nothing: still both units held.
+      const stale = await req("e", [{ id: first[0].id, lease: first[0].lease - 1 }, {
+        id: 999_999,
+        lease: 1,
+      }]);
+      assert.equal(stale.length, 0);
+      assert.equal(stale.throttle?.limit, "concurrency");
+      // The first attempt's handler returned (its outcome not written yet): its unit is free.
+      const next = await req("e", [{ id: first[0].id, lease: first[0].lease }]);
+      assert.equal(next.length, 1);
+      assert.equal(next.throttle?.inUse, 2);
+      // That claim's log row no longer holds it: a claim that is not told of it does not count it either.
+      assert.equal((await client.listQueueLimits()).find((l) => l.queue === "e")?.inUse.concurrency, 2);
+      assert.equal((await req("e")).length, 0);
+      // Its outcome, written later, changes nothing; the other two end and free two units.
+      await client.engine.complete(
+        [first[0], first[1], next[0]].map((j) => ({ id: j.id, lease: j.lease, result: null })),
+        {
+          keepCompleted: true,
+        },
+      );
+      assert.equal((await req("e")).length, 2);
+
+      // Per key: a returned handler frees its key's unit the same way.
+      await client.setQueueLimit("f", { perKey: { concurrency: 1 } });
+      const f1 = await req("f");
+      assert.equal(f1.length, 1);
+      assert.equal(f1.throttle?.limit, "per_key");
+      await client.engine.promote();
+      const f2 = await req("f", [{ id: f1[0].id, lease: f1[0].lease }]);
+      assert.equal(f2.length, 1, "x's unit is free once its handler returned");
+      assert.notEqual(f2[0].id, f1[0].id);
+      // A queue without a unit limit does not ask for them.
+      await client.enqueueMany([{ kind: "k", queue: "plain" }]);
+      const plain = await req("plain");
+      assert.equal(plain.length, 1);
+      assert.equal(plain.countsUnits, undefined);
+    }),
+});

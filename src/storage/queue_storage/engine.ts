@@ -189,7 +189,8 @@ export class QueueStorageEngine implements StorageEngine {
 
   async claim(req: ClaimRequest): Promise<Claimed> {
     const rows = await this.db.query(
-      `select * from ${this.qsSchema}.claim_next($1, $2, $3, $4, $5::text::jsonb, $6::text::jsonb, $7, $8::text::bigint[])`,
+      `select * from ${this.qsSchema}.claim_next($1, $2, $3, $4, $5::text::jsonb, $6::text::jsonb, $7, $8::text::bigint[],
+                                                 $9::text::bigint[], $10::text::integer[])`,
       [
         req.queue,
         req.limit,
@@ -199,10 +200,15 @@ export class QueueStorageEngine implements StorageEngine {
         JSON.stringify(req.callbackTimeoutsMs),
         Math.max(0, Math.round(req.prefetchTtlMs)),
         this.exhaustedFor(req.queue),
+        req.ended?.length ? `{${req.ended.map((a) => a.id).join(",")}}` : "{}",
+        req.ended?.length ? `{${req.ended.map((a) => a.lease).join(",")}}` : "{}",
       ],
     );
+    // A last row without a job: the queue counts units (concurrency, per key), and a limit cut the claim
+    // short when it names one.
     const last = rows[rows.length - 1];
-    const throttle = last && last.job_id === null ? throttleOf(rows.pop()!) : undefined;
+    const marker = last && last.job_id === null ? rows.pop()! : undefined;
+    const throttle = marker?.throttled ? throttleOf(marker) : undefined;
     const jobs: Claimed = rows.map((r) => {
       const job = claimedJob(r);
       const loc: Locator = { slot: Number(r.slot), claim: Number(r.claim_id) };
@@ -211,6 +217,7 @@ export class QueueStorageEngine implements StorageEngine {
       return job;
     });
     if (throttle) jobs.throttle = throttle;
+    if (marker && marker.throttled !== "rate") jobs.countsUnits = true;
     return jobs;
   }
 
