@@ -127,7 +127,12 @@ declare
   v_claim bigint;
   -- a per-key limit: the units each key holds, the candidates taken and the ones diverted (ADR 019)
   v_per_key integer;
-  v_keys jsonb;
+  -- the units each key holds (v_kn[i] for key v_kk[i]), and the same with the room taken by jobs moved back
+  v_kk text[];
+  v_kn integer[];
+  v_rk text[];
+  v_rn integer[];
+  v_i integer;
   v_want integer;
   v_n integer := 0;
   r record;
@@ -143,7 +148,6 @@ declare
   v_dseq bigint[] := '{}';
   v_dj bigint[] := '{}';
   v_back jsonb;
-  v_room jsonb;
   v_prios smallint[] := array(select distinct l.priority from svc_qs.lanes l where l.queue = p_queue);
   v_ttl bigint := case when p_limit > p_free then greatest(p_prefetch_ttl_ms, 0) else 0 end;
   -- The slots of the generations in p_skip (claim_exhausted found them with nothing left for this queue,
@@ -176,8 +180,8 @@ begin
       v_open := cardinality(v_oj) + svc_qs.limit_parked_units(p_queue, v_count_parked);
       if v_per_key is not null then
         -- the units of each key: its open ring attempts and its parked attempts that hold one
-        select coalesce(jsonb_object_agg(k.limit_key, k.n), '{}') into v_keys from (
-          select u.limit_key, count(*) as n from (
+        select coalesce(array_agg(k.limit_key), '{}'), coalesce(array_agg(k.n), '{}') into v_kk, v_kn from (
+          select u.limit_key, count(*)::integer as n from (
             select unnest(v_ok) as limit_key
             union all
             select p.limit_key from svc_qs.parked p
@@ -206,21 +210,29 @@ begin
   -- Without HTTP kinds the statement leaves out the callbacks insert, whose executor start (the table and its
   -- three indexes opened) every claim paid.
   if v_per_key is not null then
-    -- Per key: the candidates the claim would read (four times what it may take), in claim order; a job
+    -- Per key: the candidates the claim would read (twice what it may take, more while many keys hold all
+    -- their units, at most four times), in claim order; a job
     -- whose key holds all its units is diverted: a skipped row at its position (as a cancel writes) and a
     -- scheduled copy, due now, which the leader's promotion puts back at the end of its lane. The claim then
     -- takes the rest, so the lane's cursor moves past both and one busy key does not hold the lane.
-    v_want := 4 * p_limit;
+    v_want := least(4 * p_limit,
+                    p_limit + greatest(p_limit, (select count(*) from unnest(v_kn) n where n >= v_per_key)::integer));
     -- Jobs moved aside earlier whose key has room now go back to the end of their lane at once (the leader's
     -- promotion would take up to a maintenance interval); at most the room of each key.
-    v_room := v_keys;
+    v_rk := v_kk;
+    v_rn := v_kn;
     v_back := '[]';
     for r in select x.job_id, x.limit_key from svc_qs.deferred x
               where x.queue = p_queue and x.limit_key is not null and x.run_at <= now()
               order by x.run_at, x.job_id limit v_want for update skip locked loop
-      if coalesce((v_room ->> r.limit_key)::integer, 0) < v_per_key then
+      v_i := array_position(v_rk, r.limit_key);
+      if v_i is null then
         v_back := v_back || to_jsonb(r.job_id);
-        v_room := jsonb_set(v_room, array[r.limit_key], to_jsonb(coalesce((v_room ->> r.limit_key)::integer, 0) + 1));
+        v_rk := v_rk || r.limit_key;
+        v_rn := v_rn || 1;
+      elsif v_rn[v_i] < v_per_key then
+        v_back := v_back || to_jsonb(r.job_id);
+        v_rn[v_i] := v_rn[v_i] + 1;
       end if;
     end loop;
     if jsonb_array_length(v_back) > 0 then
@@ -232,16 +244,19 @@ begin
     for r in select c.slot, c.queue, c.priority, c.shard, c.seq, c.job_id, c.limit_key
                from (/*slot candidates wanted*/) c order by c.priority, c.seq limit v_want loop
       exit when v_n >= p_limit;
-      if r.limit_key is not null and coalesce((v_keys ->> r.limit_key)::integer, 0) >= v_per_key then
+      v_i := case when r.limit_key is not null then array_position(v_kk, r.limit_key) end;
+      if v_i is not null and v_kn[v_i] >= v_per_key then
         v_ds := v_ds || r.slot; v_dq := v_dq || r.queue; v_dp := v_dp || r.priority; v_dh := v_dh || r.shard;
         v_dseq := v_dseq || r.seq; v_dj := v_dj || r.job_id;
       else
         v_ts := v_ts || r.slot; v_tq := v_tq || r.queue; v_tp := v_tp || r.priority; v_th := v_th || r.shard;
         v_tseq := v_tseq || r.seq;
         v_n := v_n + 1;
-        if r.limit_key is not null then
-          v_keys := jsonb_set(v_keys, array[r.limit_key],
-                              to_jsonb(coalesce((v_keys ->> r.limit_key)::integer, 0) + 1));
+        if v_i is not null then
+          v_kn[v_i] := v_kn[v_i] + 1;
+        elsif r.limit_key is not null then
+          v_kk := v_kk || r.limit_key;
+          v_kn := v_kn || 1;
         end if;
       end if;
     end loop;

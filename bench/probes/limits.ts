@@ -6,7 +6,7 @@
  * full). R runs (default 3) interleaved; prints the median jobs/s of each and its ratio to the unlimited
  * drain of the same engine and concurrency. ENGINES (comma-separated) picks the engines (default both);
  * VARIANTS the variants (default none,rate,concurrency; also per_key: a per-key limit of 1 over 100 keys given
- * in turn).
+ * in turn; per_key_random: the same with keys drawn at random, seeded).
  * Throw-away database bench_probe_limits.
  *
  *   deno run -A bench/probes/limits.ts [N] [R]
@@ -22,7 +22,7 @@ await admin.unsafe(`drop database if exists ${DB}`);
 await admin.unsafe(`create database ${DB}`);
 const url = `${BASE}/${DB}`;
 
-type Variant = "none" | "rate" | "concurrency" | "per_key";
+type Variant = "none" | "rate" | "concurrency" | "per_key" | "per_key_random";
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 async function drain(
@@ -32,6 +32,8 @@ async function drain(
   run: number,
 ): Promise<number> {
   const schema = `lim_${engine === "canonical" ? "c" : "q"}_${c}_${variant}_${run}`;
+  let seed = 42; // the keys drawn at random are the same in every run
+  const random = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
   const client = createClient({ databaseUrl: url, schema, maxConnections: c > 10 ? 20 : 10 });
   try {
     await client.migrate({ engine });
@@ -40,6 +42,7 @@ async function drain(
         Array.from({ length: Math.min(1000, N - i) }, (_, j) => ({
           kind: "noop",
           ...(variant === "per_key" ? { limitKey: `k${(i + j) % 100}` } : {}),
+          ...(variant === "per_key_random" ? { limitKey: `k${Math.floor(random() * 100)}` } : {}),
         })),
       );
     }
@@ -50,7 +53,7 @@ async function drain(
       );
     } else if (variant === "concurrency") {
       await client.setQueueLimit("default", { concurrency: c });
-    } else if (variant === "per_key") {
+    } else if (variant === "per_key" || variant === "per_key_random") {
       await client.setQueueLimit("default", { perKey: { concurrency: 1 } });
     }
     let done = 0;
