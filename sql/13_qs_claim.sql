@@ -64,17 +64,24 @@ declare
                                ttl_ms, deadline_at)
     select n.slot, n.queue, n.priority, n.shard, min(n.seq), max(n.seq), min(n.claim), count(*), p_worker,
            min(n.claim_time), p_policies, v_ttl, min(n.deadline_at)
-      from numbered n group by n.slot, n.queue, n.priority, n.shard)/*callbacks*/
+      from numbered n group by n.slot, n.queue, n.priority, n.shard)/*callbacks*//*units*/
   select n.slot, n.queue, n.priority, n.shard, n.seq, n.job_id, n.kind, n.args, n.attempt + 1, n.max_attempts,
          n.lease + 1, n.run_at, n.created_at, n.errors, n.tags, n.metadata, n.unique_key, n.trace_context,
          n.claim_time, n.deadline_at, n.pre, n.eff, n.retry_ms, n.cb_id, n.cb_deadline, n.claim, n.limit_key,
          null::text, null::integer, null::timestamptz, null::integer
     from numbered n
    order by n.priority, n.seq;$stmt$;
-  -- The keyed claim's candidates: the ready rows it chose (their positions in v_ts, v_tq, v_tp, v_th, v_tseq).
-  v_keyed text := $keyed$select x.* from unnest(v_ts, v_tq, v_tp, v_th, v_tseq) k(slot, queue, priority, shard, seq)
-        join svc_qs.ready x on x.queue = k.queue and x.priority = k.priority and x.shard = k.shard and x.seq = k.seq
-                           and x.slot = k.slot$keyed$;
+  -- The keyed claim's candidates: the ready rows it chose, as it read them (v_rows; a join with the partitioned
+  -- parent would open and lock every partition at each claim).
+  v_keyed text := $keyed$select x.* from unnest(v_rows) x$keyed$;
+  -- A claim of a queue that counts units (concurrency, per key) writes the next limit_open row in the same
+  -- statement: the entries still open (v_oj ...) and the attempts it takes.
+  v_units text := $units$,
+  units as (
+    insert into svc_qs.limit_open (queue, claim_id, at, job_ids, leases, slots, claim_ids, limit_keys)
+    select p_queue, min(n.claim), now(), v_oj || array_agg(n.job_id), v_ol || array_agg(n.lease + 1),
+           v_os || array_agg(n.slot), v_oc || array_agg(n.claim), v_ok || array_agg(n.limit_key)
+      from numbered n having count(*) > 0)$units$;
   v_cbs text := $cbs$,
   cbs as (
     insert into svc_qs.callbacks (id, job_id, attempt, lease, kind, deadline_at)
@@ -97,7 +104,7 @@ begin
 end $$
 $cand$, '/*shard lanes*/', v_lanes), i);
   end loop;
-  execute replace(replace(replace(replace(replace(replace($fn$
+  execute replace(replace(replace(replace(replace(replace(replace(replace($fn$
 create or replace function svc_qs.claim_next(p_queue text, p_limit integer, p_free integer, p_worker text,
                              p_policies jsonb, p_callbacks jsonb, p_prefetch_ttl_ms bigint, p_skip bigint[],
                              p_ended_ids bigint[], p_ended_leases integer[])
@@ -124,7 +131,6 @@ declare
   v_os smallint[];
   v_oc bigint[];
   v_ok text[];
-  v_claim bigint;
   -- a per-key limit: the units each key holds, the candidates taken and the ones diverted (ADR 019)
   v_per_key integer;
   -- the units each key holds (v_kn[i] for key v_kk[i]), and the same with the room taken by jobs moved back
@@ -136,17 +142,9 @@ declare
   v_want integer;
   v_n integer := 0;
   r record;
-  v_ts smallint[] := '{}';
-  v_tq text[] := '{}';
-  v_tp smallint[] := '{}';
-  v_th smallint[] := '{}';
-  v_tseq bigint[] := '{}';
-  v_ds smallint[] := '{}';
-  v_dq text[] := '{}';
-  v_dp smallint[] := '{}';
-  v_dh smallint[] := '{}';
-  v_dseq bigint[] := '{}';
-  v_dj bigint[] := '{}';
+  rr svc_qs.ready;
+  v_rows svc_qs.ready[] := '{}'; -- taken
+  v_drows svc_qs.ready[] := '{}'; -- diverted
   v_back jsonb;
   v_prios smallint[] := array(select distinct l.priority from svc_qs.lanes l where l.queue = p_queue);
   v_ttl bigint := case when p_limit > p_free then greatest(p_prefetch_ttl_ms, 0) else 0 end;
@@ -241,26 +239,23 @@ begin
       select jsonb_agg(to_jsonb(del)) into v_back from del;
       perform svc_qs.back_to_lanes(v_back, true);
     end if;
-    for r in select c.slot, c.queue, c.priority, c.shard, c.seq, c.job_id, c.limit_key
-               from (/*slot candidates wanted*/) c order by c.priority, c.seq limit v_want loop
+    for rr in select c.* from (/*slot candidates wanted*/) c order by c.priority, c.seq limit v_want loop
       exit when v_n >= p_limit;
-      v_i := case when r.limit_key is not null then array_position(v_kk, r.limit_key) end;
+      v_i := case when rr.limit_key is not null then array_position(v_kk, rr.limit_key) end;
       if v_i is not null and v_kn[v_i] >= v_per_key then
-        v_ds := v_ds || r.slot; v_dq := v_dq || r.queue; v_dp := v_dp || r.priority; v_dh := v_dh || r.shard;
-        v_dseq := v_dseq || r.seq; v_dj := v_dj || r.job_id;
+        v_drows := v_drows || rr;
       else
-        v_ts := v_ts || r.slot; v_tq := v_tq || r.queue; v_tp := v_tp || r.priority; v_th := v_th || r.shard;
-        v_tseq := v_tseq || r.seq;
+        v_rows := v_rows || rr;
         v_n := v_n + 1;
         if v_i is not null then
           v_kn[v_i] := v_kn[v_i] + 1;
-        elsif r.limit_key is not null then
-          v_kk := v_kk || r.limit_key;
+        elsif rr.limit_key is not null then
+          v_kk := v_kk || rr.limit_key;
           v_kn := v_kn || 1;
         end if;
       end if;
     end loop;
-    if cardinality(v_dj) > 0 then
+    if cardinality(v_drows) > 0 then
       insert into svc_qs.deferred (job_id, state, run_at, queue, priority, kind, args, attempt, max_attempts, lease,
                                    created_at, errors, tags, metadata, unique_key, trace_context, claimed_at,
                                    attempted_at, attempted_by, effective_max_attempts, limit_key)
@@ -268,11 +263,9 @@ begin
       select x.job_id, 'scheduled', now(), x.queue, x.priority, x.kind, x.args, x.attempt, x.max_attempts, x.lease + 1,
              x.created_at, x.errors, x.tags, x.metadata, x.unique_key, x.trace_context, x.claimed_at, x.attempted_at,
              x.attempted_by, null, x.limit_key
-        from unnest(v_ds, v_dq, v_dp, v_dh, v_dseq) k(slot, queue, priority, shard, seq)
-        join svc_qs.ready x on x.queue = k.queue and x.priority = k.priority and x.shard = k.shard and x.seq = k.seq
-                           and x.slot = k.slot;
+        from unnest(v_drows) x;
       insert into svc_qs.skipped (slot, queue, priority, shard, seq, job_id)
-      select * from unnest(v_ds, v_dq, v_dp, v_dh, v_dseq, v_dj);
+      select x.slot, x.queue, x.priority, x.shard, x.seq, x.job_id from unnest(v_drows) x;
     end if;
     if v_n > 0 and p_callbacks = '{}'::jsonb then
       return query
@@ -281,6 +274,12 @@ begin
       return query
       /*keyed claim with callbacks*/
     end if;
+  elsif v_conc is not null and p_callbacks = '{}'::jsonb then
+    return query
+    /*units claim without callbacks*/
+  elsif v_conc is not null then
+    return query
+    /*units claim with callbacks*/
   elsif p_callbacks = '{}'::jsonb then
     return query
     /*claim without callbacks*/
@@ -296,37 +295,19 @@ begin
     if v_taken > 0 and v_budget.log then
       insert into limit_log (queue, at, n) values (p_queue, now(), v_taken);
     end if;
-    -- The next log row: the attempts still open plus those just taken (the claim's batches expanded to
-    -- their ready rows: this transaction's claims rows of the claim id the statement drew).
-    if v_taken > 0 and (v_conc is not null or v_per_key is not null) then
-      v_claim := currval('svc_qs.claim_seq');
-      insert into svc_qs.limit_open (queue, claim_id, at, job_ids, leases, slots, claim_ids, limit_keys)
-      select p_queue, v_claim, now(), v_oj || array_agg(r.job_id), v_ol || array_agg(r.lease + 1),
-             v_os || array_agg(c.slot), v_oc || array_agg(c.claim_id), v_ok || array_agg(r.limit_key)
-        from svc_qs.claims c
-        -- each batch's own range of its lane shard (a join on the range read every ready row of the queue)
-        cross join lateral (
-          select r.job_id, r.lease, r.limit_key from svc_qs.ready r
-           where r.queue = c.queue and r.priority = c.priority and r.shard = c.shard and r.slot = c.slot
-             and r.seq between c.first_seq and c.last_seq
-             and (select true from svc_qs.skipped s where s.queue = r.queue and s.priority = r.priority
-                    and s.shard = r.shard and s.seq = r.seq and s.slot = r.slot limit 1) is null
-          offset 0) r -- (kept a subquery per batch: pulled up, it was planned as a scan of the queue's rows)
-       where c.claim_id = v_claim and c.queue = p_queue;
-    end if;
     if v_budget.throttled is not null then
       return query select null::smallint, null::text, null::smallint, null::smallint, null::bigint, null::bigint,
         null::text, null::jsonb, null::integer, null::integer, null::integer, null::timestamptz, null::timestamptz,
         null::jsonb, null::text[], null::jsonb, null::text, null::text, null::timestamptz, null::timestamptz,
         null::boolean, null::integer, null::bigint, null::uuid, null::timestamptz, null::bigint, null::text,
-        v_budget.throttled, (v_budget.in_use + v_taken)::integer, v_budget.retry_at, cardinality(v_dj);
-    elsif v_per_key is not null and v_taken < p_limit and cardinality(v_dj) > 0 then
+        v_budget.throttled, (v_budget.in_use + v_taken)::integer, v_budget.retry_at, cardinality(v_drows);
+    elsif v_per_key is not null and v_taken < p_limit and cardinality(v_drows) > 0 then
       -- keys at their limit cut the claim short
       return query select null::smallint, null::text, null::smallint, null::smallint, null::bigint, null::bigint,
         null::text, null::jsonb, null::integer, null::integer, null::integer, null::timestamptz, null::timestamptz,
         null::jsonb, null::text[], null::jsonb, null::text, null::text, null::timestamptz, null::timestamptz,
         null::boolean, null::integer, null::bigint, null::uuid, null::timestamptz, null::bigint, null::text,
-        'per_key'::text, null::integer, null::timestamptz, cardinality(v_dj);
+        'per_key'::text, null::integer, null::timestamptz, cardinality(v_drows);
     elsif v_conc is not null or v_per_key is not null then
       -- not cut short: a last row without a job and without a limit tells the worker that the queue counts
       -- units, so that it sends the attempts whose handler has returned with its next claims
@@ -334,15 +315,20 @@ begin
         null::text, null::jsonb, null::integer, null::integer, null::integer, null::timestamptz, null::timestamptz,
         null::jsonb, null::text[], null::jsonb, null::text, null::text, null::timestamptz, null::timestamptz,
         null::boolean, null::integer, null::bigint, null::uuid, null::timestamptz, null::bigint, null::text,
-        null::text, (v_open + v_taken)::integer, null::timestamptz, cardinality(v_dj);
+        null::text, (v_open + v_taken)::integer, null::timestamptz, cardinality(v_drows);
     end if;
   end if;
 end $$
-$fn$, '/*claim without callbacks*/', replace(v_stmt, '/*callbacks*/', '')),
-       '/*claim with callbacks*/', replace(v_stmt, '/*callbacks*/', v_cbs)), '/*slot candidates*/', v_calls),
+$fn$, '/*claim without callbacks*/', replace(replace(v_stmt, '/*callbacks*/', ''), '/*units*/', '')),
+       '/*claim with callbacks*/', replace(replace(v_stmt, '/*callbacks*/', v_cbs), '/*units*/', '')),
+       '/*units claim without callbacks*/', replace(replace(v_stmt, '/*callbacks*/', ''), '/*units*/', v_units)),
+       '/*units claim with callbacks*/', replace(replace(v_stmt, '/*callbacks*/', v_cbs), '/*units*/', v_units)),
+       '/*slot candidates*/', v_calls),
        '/*slot candidates wanted*/', replace(v_calls, 'v_prios, p_limit)', 'v_prios, v_want)')),
-       '/*keyed claim without callbacks*/', replace(replace(v_stmt, '/*callbacks*/', ''), '/*slot candidates*/', v_keyed)),
-       '/*keyed claim with callbacks*/', replace(replace(v_stmt, '/*callbacks*/', v_cbs), '/*slot candidates*/', v_keyed));
+       '/*keyed claim without callbacks*/',
+       replace(replace(replace(v_stmt, '/*callbacks*/', ''), '/*units*/', v_units), '/*slot candidates*/', v_keyed)),
+       '/*keyed claim with callbacks*/',
+       replace(replace(replace(v_stmt, '/*callbacks*/', v_cbs), '/*units*/', v_units), '/*slot candidates*/', v_keyed));
 end $gen$;
 
 -- The claim without the attempts a worker saw end (the signature of earlier versions, kept for workers that

@@ -4,7 +4,9 @@
  * ring rotations with prunes all run at once; then the backlog is drained and the invariants are checked
  * in SQL: one consumption per ready row, one closure per attempt, at most one open attempt per job, every
  * row at or below its lane's cursor consumed, at most one live job per unique key, and every job enqueued
- * still accounted for (nothing truncated while live). Several seeds per run (SVC_SEEDS=a,b,c to replay);
+ * still accounted for (nothing truncated while live). Two queues are limited while it runs (a concurrency
+ * limit on c, a per-key limit on b's keys), and a checker reads, again and again, that no snapshot holds more
+ * open attempts than they allow. Several seeds per run (SVC_SEEDS=a,b,c to replay);
  * a failing seed is printed.
  */
 import assert from "node:assert/strict";
@@ -40,7 +42,7 @@ async function chaos(
   client: Client,
   schema: string,
   seed: number,
-): Promise<{ enqueued: Set<number>; completed: Set<number> }> {
+): Promise<{ enqueued: Set<number>; completed: Set<number>; overLimit: string[]; checks: number }> {
   const rand = rng(seed);
   const pick = <T>(a: T[]): T => a[Math.floor(rand() * a.length)];
   const qs = `"${schema}_qs"`;
@@ -51,6 +53,12 @@ async function chaos(
     for (const id of await c.engine.complete(items, { keepCompleted: true })) completed.add(id);
   };
   const queues = ["a", "b", "c"];
+  // Fleet-wide limits: at most 3 open attempts of c, at most 1 per key of b (5 keys), whatever the claimers,
+  // cancels, rescues and prunes do.
+  await client.setQueueLimit("c", { concurrency: 3 });
+  await client.setQueueLimit("b", { perKey: { concurrency: 1 } });
+  const overLimit: string[] = [];
+  let checks = 0;
   const others = [0, 1].map(() => createClient({ databaseUrl: DATABASE_URL, schema, maxConnections: 3 }));
   // The claimers' runtimes, as workers register them (the leaders' rescue(0) declares them dead at times).
   for (const rt of ["rt-1", "rt-2"]) await liveRuntime(client, rt);
@@ -60,7 +68,9 @@ async function chaos(
         const n = 1 + Math.floor(rand() * 20);
         const jobs = await c.enqueueMany(Array.from({ length: n }, () => ({
           kind: "k",
-          queue: pick(queues),
+          ...((q) => ({ queue: q, limitKey: q === "b" ? `k${Math.floor(rand() * 5)}` : undefined }))(
+            pick(queues),
+          ),
           priority: 1 + Math.floor(rand() * 4),
           args: { r: Math.floor(rand() * 50) },
           runAt: rand() < 0.1 ? new Date(Date.now() + Math.floor(rand() * 300)) : undefined,
@@ -94,8 +104,25 @@ async function chaos(
         await new Promise((r) => setTimeout(r, 5));
       }
     };
+    // The limits, read in one snapshot: the open ring attempts of c, and of each key of b.
+    const openOf = `select t.queue, t.limit_key from ${qs}.claimed_jobs t
+                     where t.queue in ('b', 'c') and not ${qs}.attempt_closed(t.job_id, t.lease, t.slot, t.claim_id)`;
+    const checker = async (c: Client) => {
+      while (Date.now() < until) {
+        const rows = await c.sql.unsafe(
+          `select (select count(*) from (${openOf}) o where o.queue = 'c')::int as c,
+                  (select coalesce(max(n), 0) from (select count(*)::int as n from (${openOf}) o
+                    where o.queue = 'b' group by o.limit_key) k) as b`,
+        );
+        checks++;
+        if (rows[0].c > 3) overLimit.push(`${rows[0].c} open attempts of c`);
+        if (rows[0].b > 1) overLimit.push(`${rows[0].b} open attempts of one key of b`);
+        await new Promise((r) => setTimeout(r, 3));
+      }
+    };
     const leader = async (c: Client) => {
       while (Date.now() < until) {
+        await c.sql.unsafe(`select "${schema}".prune_limit_log()`);
         await c.engine.promote();
         await c.engine.rescue(rand() < 0.2 ? 0 : 60_000);
         if (rand() < 0.3) {
@@ -120,11 +147,15 @@ async function chaos(
       claimer(others[0], "rt-1"),
       claimer(others[1], "rt-2"),
       canceller(client),
+      checker(client),
       leader(others[1]),
       leader(client), // two leaders at once
     ]);
-    // Drain: every attempt left open is rescued, every due job promoted and run.
+    // Drain: every attempt left open is rescued, every due job promoted and run (without the limits, which
+    // would take three jobs of c per round).
     await new Promise((r) => setTimeout(r, 400));
+    await client.setQueueLimit("c", {});
+    await client.setQueueLimit("b", {});
     for (let round = 0; round < 200; round++) {
       await client.engine.rescue(0);
       await client.sql.unsafe(`update ${qs}.deferred set run_at = now()`);
@@ -142,7 +173,7 @@ async function chaos(
       );
       if (ran === 0 && Number(open.n) === 0) break;
     }
-    return { enqueued, completed };
+    return { enqueued, completed, overLimit, checks };
   } finally {
     await Promise.all(others.map((c) => c.close()));
   }
@@ -232,6 +263,12 @@ for (const seed of SEEDS) {
         try {
           const run = await chaos(client, schema, seed);
           assert.ok(run.enqueued.size > 50, `enough jobs (${run.enqueued.size})`);
+          assert.ok(run.checks > 20, `the limits were read often (${run.checks} times)`);
+          assert.deepEqual(
+            run.overLimit.slice(0, 5),
+            [],
+            "no snapshot held more open attempts than a limit allows",
+          );
           await checkInvariants(client, schema, run);
         } catch (e) {
           console.error(`randomized concurrency failed with seed ${seed} (replay: SVC_SEEDS=${seed})`);

@@ -194,6 +194,47 @@ async function rescuedAndRunAgain(client: Client, schema: string): Promise<void>
 }
 
 /**
+ * Once the first process (the only one running) has started a job, starts two more and kills the first with
+ * kill -9, or stops it with SIGSTOP past rescueAfter and resumes it; for a stop, its pid and when it resumed.
+ */
+async function injectFault(
+  client: Client,
+  schema: string,
+  procs: ReturnType<typeof spawnLimited>[],
+  fault: "kill" | "stop",
+): Promise<{ pid: number; resumedAt: number } | null> {
+  const victim = procs[0].child.pid;
+  await startedOne(client, schema, victim);
+  procs.push(spawnLimited(schema, false), spawnLimited(schema, false));
+  if (fault === "kill") {
+    await procs[0].kill("SIGKILL");
+    return null;
+  }
+  procs[0].child.kill("SIGSTOP");
+  await new Promise((r) => setTimeout(r, 4_000)); // past rescueAfter and a leader's term
+  procs[0].child.kill("SIGCONT");
+  return { pid: victim, resumedAt: Date.now() };
+}
+
+/**
+ * Resumed, the stopped process started none of the jobs it held before the stop: every run it began after
+ * resuming is of an attempt it claimed after resuming.
+ */
+async function noStaleHeldStart(
+  client: Client,
+  schema: string,
+  stopped: { pid: number; resumedAt: number },
+): Promise<void> {
+  const late = await client.sql.unsafe(
+    `select e.job_id, e.lease from "${schema}".effects e
+      where e.pid = $1 and e.at > to_timestamp($2 / 1000.0)
+        and exists (select 1 from "${schema}".effects o where o.job_id = e.job_id and o.lease > e.lease)`,
+    [stopped.pid, stopped.resumedAt],
+  );
+  assert.equal(late.length, 0, `no stale held job started after the resume: ${JSON.stringify([...late])}`);
+}
+
+/**
  * Three worker processes under a concurrency limit of 2 over 200 jobs of 50 ms; `fault`: one process is
  * killed with kill -9 once it runs a job, or stopped with SIGSTOP past rescueAfter and then resumed.
  */
@@ -204,43 +245,16 @@ async function concurrencyTwo(fault: "none" | "kill" | "stop"): Promise<void> {
   const procs = fault === "none"
     ? [1, 2, 3].map(() => spawnLimited(schema, false))
     : [spawnLimited(schema, true)];
-  let stoppedPid = 0;
-  let resumedAt = 0;
+  let stopped: { pid: number; resumedAt: number } | null = null;
   try {
     await procs[0].waitLine(/^started /);
-    if (fault !== "none") {
-      const victim = procs[0].child.pid;
-      await startedOne(client, schema, victim);
-      procs.push(spawnLimited(schema, false), spawnLimited(schema, false));
-      if (fault === "kill") await procs[0].kill("SIGKILL");
-      else {
-        stoppedPid = victim;
-        procs[0].child.kill("SIGSTOP");
-        await new Promise((r) => setTimeout(r, 4_000)); // past rescueAfter and a leader's term
-        procs[0].child.kill("SIGCONT");
-        resumedAt = Date.now();
-      }
-    }
+    if (fault !== "none") stopped = await injectFault(client, schema, procs, fault);
     await Promise.all(procs.map((p) => p.waitLine(/^started /)));
     const most = mostAtOnce(await completedIntervals(client, schema, 200));
     assert.ok(most <= 2, `at most 2 at once (got ${most})`);
     assert.equal(most, 2, "the limit's two units were used");
     if (fault !== "none") await rescuedAndRunAgain(client, schema);
-    if (fault === "stop") {
-      // Resumed, the stopped process started none of the jobs it held before the stop: every run it began
-      // after resuming is of an attempt it claimed after resuming.
-      const late = await client.sql.unsafe(
-        `select e.job_id, e.lease from "${schema}".effects e
-          where e.pid = $1 and e.at > to_timestamp($2 / 1000.0)
-            and exists (select 1 from "${schema}".effects o where o.job_id = e.job_id and o.lease > e.lease)`,
-        [stoppedPid, resumedAt],
-      );
-      assert.equal(
-        late.length,
-        0,
-        `no stale held job started after the resume: ${JSON.stringify([...late])}`,
-      );
-    }
+    if (stopped) await noStaleHeldStart(client, schema, stopped);
     // (Which process runs them is not promised: the process whose attempt ends takes its unit back first.)
   } finally {
     await Promise.all(procs.map((p) => p.kill("SIGTERM")));
@@ -262,23 +276,22 @@ Deno.test(
 );
 
 /**
- * Three worker processes under a per-key limit of 1 over 20 keys, 10 jobs of 50 ms per key; `kill`: one
- * process is killed with kill -9 once it runs a job.
+ * Three worker processes under a per-key limit of 1 over 20 keys, 10 jobs of 50 ms per key; `fault`: one
+ * process is killed with kill -9 once it runs a job, or stopped with SIGSTOP past rescueAfter and resumed.
  */
-async function perKeyOne(kill: boolean): Promise<void> {
+async function perKeyOne(fault: "none" | "kill" | "stop"): Promise<void> {
   const { client, drop, schema } = await effectsClient();
   await client.setQueueLimit("default", { perKey: { concurrency: 1 } });
   await client.enqueueMany(
     Array.from({ length: 200 }, (_, i) => ({ kind: "slow", args: { i }, limitKey: `k${i % 20}` })),
   );
-  const procs = kill ? [spawnLimited(schema, true)] : [1, 2, 3].map(() => spawnLimited(schema, false));
+  const procs = fault === "none"
+    ? [1, 2, 3].map(() => spawnLimited(schema, false))
+    : [spawnLimited(schema, true)];
+  let stopped: { pid: number; resumedAt: number } | null = null;
   try {
     await procs[0].waitLine(/^started /);
-    if (kill) {
-      await startedOne(client, schema, procs[0].child.pid);
-      procs.push(spawnLimited(schema, false), spawnLimited(schema, false));
-      await procs[0].kill("SIGKILL");
-    }
+    if (fault !== "none") stopped = await injectFault(client, schema, procs, fault);
     await Promise.all(procs.map((p) => p.waitLine(/^started /)));
     const intervals = await completedIntervals(client, schema, 200);
     const byKey = new Map<string, { start: number; end: number }[]>();
@@ -291,7 +304,8 @@ async function perKeyOne(kill: boolean): Promise<void> {
     // Keys run side by side: at the busiest instant, several keys ran at once.
     const all = mostAtOnce(intervals);
     assert.ok(all >= 5, `several keys at once (got ${all})`);
-    if (kill) await rescuedAndRunAgain(client, schema);
+    if (fault !== "none") await rescuedAndRunAgain(client, schema);
+    if (stopped) await noStaleHeldStart(client, schema, stopped);
   } finally {
     await Promise.all(procs.map((p) => p.kill("SIGTERM")));
     await drop();
@@ -302,12 +316,19 @@ Deno.test({
   ignore: TEST_ENGINE !== "queue_storage",
   name:
     "limits (queue storage): a per-key limit of 1 over 20 keys with three processes: one job per key at once",
-  fn: () => perKeyOne(false),
+  fn: () => perKeyOne("none"),
 });
 
 Deno.test({
   ignore: TEST_ENGINE !== "queue_storage",
   name:
     "limits (queue storage): a per-key limit of 1 holds while one of three processes is killed with kill -9",
-  fn: () => perKeyOne(true),
+  fn: () => perKeyOne("kill"),
+});
+
+Deno.test({
+  ignore: TEST_ENGINE !== "queue_storage",
+  name:
+    "limits (queue storage): a per-key limit of 1 holds while one of three processes is stopped past rescueAfter and resumed",
+  fn: () => perKeyOne("stop"),
 });
