@@ -259,9 +259,20 @@ export const api = {
   queues: (signal?: AbortSignal) => request<{ queues: Queue[] }>("GET", "/api/queues", undefined, signal),
   pauseQueue: (name: string) => request<{ queue: Queue }>("POST", `/api/queues/${seg(name)}/pause`),
   resumeQueue: (name: string) => request<{ queue: Queue }>("POST", `/api/queues/${seg(name)}/resume`),
-  /** Sets a queue's fleet-wide rate (replacing its limits); null removes every limit, keeping the row. */
-  setQueueRate: (name: string, rate: { rate: number; per_ms: number } | null) =>
-    request<{ limit: Queue["limit"] }>("PUT", `/api/queues/${seg(name)}/limit`, rate ?? {}),
+  /**
+   * Sets a queue's fleet-wide limits (every kind at once: a missing one is no limit of that kind); null
+   * removes every limit, keeping the row.
+   */
+  setQueueLimits: (
+    name: string,
+    limits: {
+      rate?: number;
+      per_ms?: number;
+      concurrency?: number;
+      per_key?: number;
+      count_parked?: boolean;
+    } | null,
+  ) => request<{ limit: Queue["limit"] }>("PUT", `/api/queues/${seg(name)}/limit`, limits ?? {}),
 
   jobs: (filter: JobFilter, signal?: AbortSignal) =>
     request<JobPage>("GET", `/api/jobs${jobQuery(filter)}`, undefined, signal),

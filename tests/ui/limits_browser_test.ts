@@ -1,7 +1,7 @@
 /**
  * The queue page's fleet-wide limits in a real browser: the rate shown with its use, set and removed from the
  * row's editor (through `PUT /api/queues/:name/limit`), in read-only mode without the editor; concurrency and
- * per-key limits shown with their use.
+ * per-key limits shown with their use, and set from the editor beside a rate without losing it.
  */
 import assert from "node:assert/strict";
 import { SKIP, withUi } from "../helpers/ui.ts";
@@ -104,5 +104,49 @@ Deno.test({
         hasText: /^pay: limited \(per-key limit\) since/,
       })
         .waitFor();
+    }),
+});
+
+Deno.test({
+  ignore: SKIP || TEST_ENGINE !== "queue_storage",
+  name:
+    "UI: the limits editor sets concurrency and per-key limits beside a rate, and keeps what it does not change",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: () =>
+    withUi(false, async (page, client, base) => {
+      await client.enqueue("k", {}, { queue: "pay" });
+      await client.setQueueLimit("pay", { rate: 20, per: 60_000 });
+      await page.goto(base + "/queues");
+      await page.getByTestId("queue-limit-pay").filter({ hasText: "rate 20/1m" }).waitFor();
+      await page.getByTestId("queue-limit-edit-pay").click();
+      assert.equal(
+        await page.getByTestId("queue-limit-concurrency-pay").inputValue(),
+        "",
+        "no concurrency yet",
+      );
+      await page.getByTestId("queue-limit-concurrency-pay").fill("5");
+      await page.getByTestId("queue-limit-per-key-pay").fill("1");
+      await page.getByTestId("queue-limit-count-parked-pay").check();
+      await page.getByTestId("queue-limit-save-pay").click();
+      await page.getByTestId("queue-concurrency-pay").filter({ hasText: "concurrency 5 · 0 in use" })
+        .waitFor();
+      await page.getByTestId("queue-per-key-pay").filter({ hasText: "per key 1" }).waitFor();
+      const [set] = await client.listQueueLimits();
+      assert.deepEqual(
+        [set.rate, set.per, set.concurrency, set.perKey, set.countParked, set.setBy],
+        [20, 60_000, 5, 1, true, "api"],
+        "the rate kept, the new limits stored",
+      );
+
+      // The editor starts from what is stored; clearing a field removes that kind only.
+      await page.getByTestId("queue-limit-edit-pay").click();
+      assert.equal(await page.getByTestId("queue-limit-per-key-pay").inputValue(), "1");
+      assert.equal(await page.getByTestId("queue-limit-count-parked-pay").isChecked(), true);
+      await page.getByTestId("queue-limit-rate-pay").fill("");
+      await page.getByTestId("queue-limit-save-pay").click();
+      await page.getByTestId("queue-limit-pay").waitFor({ state: "detached" });
+      const [after] = await client.listQueueLimits();
+      assert.deepEqual([after.rate, after.concurrency, after.perKey], [null, 5, 1]);
     }),
 });

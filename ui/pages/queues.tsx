@@ -1,7 +1,8 @@
 /** @jsxImportSource preact */
 /**
  * Every queue with its counts by state, the age of its oldest available job, its fleet-wide limits with
- * their use (per key: how many keys hold a unit), and pause/resume and the rate's editor.
+ * their use (per key: how many keys hold a unit), and pause/resume and the limits' editor (rate, concurrency,
+ * per key).
  */
 import { useState } from "preact/hooks";
 import { PausedBadge, PauseToggle } from "../components/paused_badge.tsx";
@@ -32,13 +33,30 @@ export function Queues() {
   const [editing, setEditing] = useState<string | null>(null);
   const [rate, setRate] = useState("");
   const [per, setPer] = useState("1000");
-  const saveRate = (name: string, remove: boolean) =>
+  const [conc, setConc] = useState("");
+  const [perKey, setPerKey] = useState("");
+  const [countParked, setCountParked] = useState(false);
+  /** The editor's limits: an empty field is no limit of that kind. */
+  const edited = () => ({
+    ...(rate.trim() ? { rate: Number(rate), per_ms: Number(per) } : {}),
+    ...(conc.trim() ? { concurrency: Number(conc) } : {}),
+    ...(perKey.trim() ? { per_key: Number(perKey) } : {}),
+    count_parked: countParked,
+  });
+  const saveLimits = (name: string, remove: boolean) =>
     action.run(
       `limit:${name}`,
-      () => api.setQueueRate(name, remove ? null : { rate: Number(rate), per_ms: Number(per) }),
+      () => api.setQueueLimits(name, remove ? null : edited()),
       () => {
+        const said = [
+          rate.trim() && `at most ${rate} jobs per ${per} ms`,
+          conc.trim() && `at most ${conc} at once`,
+          perKey.trim() && `at most ${perKey} at once per key`,
+        ].filter(Boolean);
         notify(
-          remove ? `Queue ${name}: limits removed.` : `Queue ${name}: at most ${rate} jobs per ${per} ms.`,
+          remove || said.length === 0
+            ? `Queue ${name}: limits removed.`
+            : `Queue ${name}: ${said.join(", ")}.`,
         );
         setEditing(null);
         res.refresh();
@@ -138,10 +156,13 @@ export function Queues() {
                           onClick={() => {
                             setRate(String(q.limit?.rate ?? ""));
                             setPer(String(q.limit?.per_ms ?? 1000));
+                            setConc(String(q.limit?.concurrency ?? ""));
+                            setPerKey(String(q.limit?.per_key ?? ""));
+                            setCountParked(q.limit?.count_parked === true);
                             setEditing(editing === q.name ? null : q.name);
                           }}
                         >
-                          Rate…
+                          Limits…
                         </button>
                       </div>
                       {editing === q.name && (
@@ -150,35 +171,50 @@ export function Queues() {
                           data-testid={`queue-limit-form-${q.name}`}
                           onSubmit={(e) => {
                             e.preventDefault();
-                            saveRate(q.name, false);
+                            saveLimits(q.name, false);
                           }}
                         >
+                          <LimitField
+                            before="at most"
+                            value={rate}
+                            set={setRate}
+                            label="jobs claimed"
+                            testid={`queue-limit-rate-${q.name}`}
+                          />{" "}
+                          <LimitField
+                            before="jobs per"
+                            after="ms"
+                            value={per}
+                            set={setPer}
+                            label="window in milliseconds"
+                            testid={`queue-limit-per-${q.name}`}
+                            max={86_400_000}
+                            required
+                          />{" "}
+                          <LimitField
+                            before="at most"
+                            after="at once"
+                            value={conc}
+                            set={setConc}
+                            label="attempts at once, fleet-wide"
+                            testid={`queue-limit-concurrency-${q.name}`}
+                          />{" "}
+                          <LimitField
+                            before="at most"
+                            after="at once per key"
+                            value={perKey}
+                            set={setPerKey}
+                            label="attempts at once per limit key"
+                            testid={`queue-limit-per-key-${q.name}`}
+                          />{" "}
                           <label>
-                            at most{" "}
                             <input
-                              type="number"
-                              min={1}
-                              required
-                              value={rate}
-                              aria-label="jobs claimed"
-                              data-testid={`queue-limit-rate-${q.name}`}
-                              onInput={(e) => setRate((e.target as HTMLInputElement).value)}
-                            />
-                          </label>{" "}
-                          <label>
-                            jobs per{" "}
-                            <input
-                              type="number"
-                              min={1}
-                              max={86_400_000}
-                              required
-                              value={per}
-                              aria-label="window in milliseconds"
-                              data-testid={`queue-limit-per-${q.name}`}
-                              onInput={(e) =>
-                                setPer((e.target as HTMLInputElement).value)}
+                              type="checkbox"
+                              checked={countParked}
+                              data-testid={`queue-limit-count-parked-${q.name}`}
+                              onChange={(e) => setCountParked((e.target as HTMLInputElement).checked)}
                             />{" "}
-                            ms
+                            HTTP jobs waiting for their callback count
                           </label>{" "}
                           <button
                             type="submit"
@@ -192,7 +228,7 @@ export function Queues() {
                               type="button"
                               class="btn btn-small"
                               data-testid={`queue-limit-remove-${q.name}`}
-                              onClick={() => saveRate(q.name, true)}
+                              onClick={() => saveLimits(q.name, true)}
                             >
                               Remove limits
                             </button>
@@ -213,5 +249,37 @@ export function Queues() {
         </TableWrap>
       )}
     </div>
+  );
+}
+
+/** A number field of the limits editor: empty is no limit of that kind (unless `required`). */
+function LimitField(
+  props: {
+    before: string;
+    after?: string;
+    value: string;
+    set: (v: string) => void;
+    label: string;
+    testid: string;
+    max?: number;
+    required?: boolean;
+  },
+) {
+  return (
+    <label>
+      {props.before}{" "}
+      <input
+        type="number"
+        min={1}
+        max={props.max}
+        required={props.required}
+        value={props.value}
+        placeholder={props.required ? undefined : "any"}
+        aria-label={props.label}
+        data-testid={props.testid}
+        onInput={(e) => props.set((e.target as HTMLInputElement).value)}
+      />
+      {props.after ? ` ${props.after}` : ""}
+    </label>
   );
 }
