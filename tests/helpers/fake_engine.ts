@@ -13,6 +13,7 @@ import type {
   AttemptRef,
   CallbackRecord,
   CallbackResolution,
+  Claimed,
   ClaimRequest,
   CompleteOptions,
   Completion,
@@ -83,6 +84,11 @@ export class FakeEngine implements WorkerStore {
   /** Called at the start of every claim (after its delay), e.g. to check the dispatcher's counts. */
   onClaim: (req: ClaimRequest) => void = () => {};
   /**
+   * A concurrency limit per queue, counted as queue storage counts it: the queue's running attempts except
+   * those the claim names in `ended`; its claims answer `countsUnits` (and a throttle when cut short).
+   */
+  readonly unitLimits: Record<string, number> = {};
+  /**
    * A completion whose result PostgreSQL would refuse: its whole statement throws this error (a data
    * error, as a result with an escape PostgreSQL cannot store does).
    */
@@ -133,15 +139,24 @@ export class FakeEngine implements WorkerStore {
     return notInFake("enqueue");
   }
 
-  async claim(req: ClaimRequest): Promise<Job[]> {
+  async claim(req: ClaimRequest): Promise<Claimed> {
     await this.enter("claim", req);
     this.onClaim(req);
     if (this.paused.has(req.queue)) return [];
+    const unit = this.unitLimits[req.queue];
+    let limit = req.limit;
+    if (unit !== undefined) {
+      const ended = new Set((req.ended ?? []).map((a) => `${a.id}:${a.lease}`));
+      const open = [...this.jobs.values()]
+        .filter((j) => j.queue === req.queue && j.state === "running" && !ended.has(`${j.id}:${j.lease}`))
+        .length;
+      limit = Math.max(0, Math.min(limit, unit - open));
+    }
     const due = [...this.jobs.values()]
       .filter((j) => j.queue === req.queue && j.state === "available")
       .sort((a, b) => a.priority - b.priority || a.id - b.id)
-      .slice(0, req.limit);
-    return due.map((j, i) => {
+      .slice(0, limit);
+    const out: Claimed = due.map((j, i) => {
       j.state = "running";
       j.lease++;
       j.attempt++;
@@ -149,10 +164,15 @@ export class FakeEngine implements WorkerStore {
       j.started = i < req.free;
       j.claimedAt = new Date();
       j.attemptedAt = j.started ? j.claimedAt : null;
-      const out = this.copy(j);
-      if (!j.started) out.prefetched = true;
-      return out;
+      const job = this.copy(j);
+      if (!j.started) job.prefetched = true;
+      return job;
     });
+    if (unit !== undefined) {
+      out.countsUnits = true;
+      if (limit < req.limit) out.throttle = { limit: "concurrency", inUse: unit, retryAt: null };
+    }
+    return out;
   }
 
   async giveBack(items: AttemptRef[]): Promise<number[]> {

@@ -281,3 +281,36 @@ Deno.test("dispatcher: settings out of range are refused", () => {
   );
   assert.throws(() => toRunner("k", { handler: () => {}, timeout: 0 }), ValidationError);
 });
+
+Deno.test("dispatcher: under a unit limit, a returned handler's attempt is named in the next claims until its outcome is written", async () => {
+  const engine = new FakeEngine();
+  engine.add(30);
+  engine.unitLimits.q = 3;
+  engine.delays.complete = 40; // outcomes take a while to be written
+  const c = counted(2);
+  const rt = fakeRuntime(engine, { k: c.handler });
+  const d = rt.dispatcher("q", { maxWorkers: 3 });
+  // Every attempt a claim names must be unwritten; count the claims that had room only thanks to the names.
+  let roomFromNames = 0;
+  const w = watchClaims(engine, (req) => {
+    const running = engine.inState("running").length;
+    if (req.free > 0 && running >= 3 && running - (req.ended?.length ?? 0) < 3) roomFromNames++;
+    for (const a of req.ended ?? []) {
+      const j = engine.jobs.get(a.id);
+      if (!j || j.lease !== a.lease) return `ended ${a.id}:${a.lease} is not the job's current attempt`;
+      if (j.state !== "running") return `ended ${a.id}:${a.lease} was written already (${j.state})`;
+    }
+    return null;
+  });
+  d.start();
+  try {
+    await until(() => engine.inState("completed").length === 30, "every job completed");
+    assert.deepEqual(w.wrong, []);
+    assert.ok(c.most <= 3, `at most 3 at once (got ${c.most})`);
+    const named = w.claims.filter((r) => r.ended?.length);
+    assert.ok(named.length > 0, "claims named returned attempts whose outcome was unwritten");
+    assert.ok(roomFromNames > 0, "some claims had room only because they named returned attempts");
+  } finally {
+    await d.stop();
+  }
+});
