@@ -107,7 +107,7 @@ $cand$, '/*shard lanes*/', v_lanes), i);
   execute replace(replace(replace(replace(replace(replace(replace(replace($fn$
 create or replace function svc_qs.claim_next(p_queue text, p_limit integer, p_free integer, p_worker text,
                              p_policies jsonb, p_callbacks jsonb, p_prefetch_ttl_ms bigint, p_skip bigint[],
-                             p_ended_ids bigint[], p_ended_leases integer[])
+                             p_ended_ids bigint[] default '{}', p_ended_leases integer[] default '{}')
 returns table (slot smallint, queue text, priority smallint, shard smallint, seq bigint, job_id bigint, kind text,
                args jsonb, attempt integer, max_attempts integer, lease integer, run_at timestamptz,
                created_at timestamptz, errors jsonb, tags text[], metadata jsonb, unique_key text,
@@ -331,22 +331,6 @@ $fn$, '/*claim without callbacks*/', replace(replace(v_stmt, '/*callbacks*/', ''
        replace(replace(replace(v_stmt, '/*callbacks*/', v_cbs), '/*units*/', v_units), '/*slot candidates*/', v_keyed));
 end $gen$;
 
--- The claim without the attempts a worker saw end (the signature of earlier versions, kept for workers that
--- still call it during a rolling upgrade): every open attempt counts until its outcome is written.
-create or replace function svc_qs.claim_next(p_queue text, p_limit integer, p_free integer, p_worker text,
-                             p_policies jsonb, p_callbacks jsonb, p_prefetch_ttl_ms bigint, p_skip bigint[])
-returns table (slot smallint, queue text, priority smallint, shard smallint, seq bigint, job_id bigint, kind text,
-               args jsonb, attempt integer, max_attempts integer, lease integer, run_at timestamptz,
-               created_at timestamptz, errors jsonb, tags text[], metadata jsonb, unique_key text,
-               trace_context text, claimed_at timestamptz, deadline_at timestamptz, prefetched boolean,
-               effective_max_attempts integer, retry_delay_ms bigint, callback_id uuid,
-               callback_timeout_at timestamptz, claim_id bigint, limit_key text, throttled text, in_use integer,
-               retry_at timestamptz, diverted integer)
-language sql set search_path from current as $$
-  select * from svc_qs.claim_next(p_queue, p_limit, p_free, p_worker, p_policies, p_callbacks, p_prefetch_ttl_ms,
-                                  p_skip, '{}'::bigint[], '{}'::integer[])
-$$;
-
 -- The claim of earlier versions (no throttled row): a worker of the previous version obeys the same limits
 -- and only polls where a new one would wait for the throttled row's retry_at.
 create or replace function svc_qs.claim(p_queue text, p_limit integer, p_free integer, p_worker text, p_policies jsonb,
@@ -364,7 +348,7 @@ begin
                       c.trace_context, c.claimed_at, c.deadline_at, c.prefetched, c.effective_max_attempts,
                       c.retry_delay_ms, c.callback_id, c.callback_timeout_at, c.claim_id, c.limit_key
                  from svc_qs.claim_next(p_queue, p_limit, p_free, p_worker, p_policies, p_callbacks,
-                                        p_prefetch_ttl_ms, p_skip, '{}'::bigint[], '{}'::integer[]) c
+                                        p_prefetch_ttl_ms, p_skip) c
                 where c.job_id is not null;
 end $$;
 

@@ -18,10 +18,12 @@ $$;
 -- (every claim of the queue since the limit was set writes one, holding the open attempts after it): the
 -- entries whose attempt has not ended, i.e. no completions row of its claim batch lists it and no closed row
 -- holds it. An attempt (job, lease) never reopens, so an ended entry stays ended.
--- p_ended_ids/p_ended_leases: attempts whose handler has returned in the claiming worker, whose outcome is
--- still on its way (ADR 019, "A returned handler holds no unit"): they are not counted, and no lookup is
--- made for them. An entry matches only with its lease, so a stale worker's list ends nothing current.
-create or replace function svc_qs.limit_open_now(p_queue text, p_ended_ids bigint[], p_ended_leases integer[])
+-- p_ended_ids/p_ended_leases (a claim's; none for other readers): attempts whose handler has returned in the
+-- claiming worker, whose outcome is still on its way (ADR 019, "A returned handler holds no unit"): they are
+-- not counted, and no lookup is made for them. An entry matches only with its lease, so a stale worker's list
+-- ends nothing current. (A claim written for earlier workers, without the list, counts every entry.)
+create or replace function svc_qs.limit_open_now(p_queue text, p_ended_ids bigint[] default '{}',
+                                                 p_ended_leases integer[] default '{}')
 returns table (job_id bigint, lease integer, slot smallint, claim_id bigint, limit_key text)
 language plpgsql stable set search_path from current set jit = off set plan_cache_mode = force_generic_plan as $$
 #variable_conflict use_column
@@ -41,13 +43,6 @@ begin
      and (select true from svc_qs.closed c where c.job_id = e.job_id and c.lease = e.lease and c.slot = e.slot
            limit 1) is null;
 end $$;
-
--- The same for readers outside a claim (the admin API's use, the setter): every entry that has not ended.
-create or replace function svc_qs.limit_open_now(p_queue text)
-returns table (job_id bigint, lease integer, slot smallint, claim_id bigint, limit_key text)
-language sql stable set search_path from current as $$
-  select * from svc_qs.limit_open_now(p_queue, '{}'::bigint[], '{}'::integer[])
-$$;
 
 -- Queue storage: the parked attempts of a queue that hold a concurrency unit: in-process waiters (their
 -- handler resumes without a claim) and attempts moved out of the ring for running long, and HTTP parks when

@@ -39,8 +39,6 @@ declare
   v_rows jsonb;
   v_ids bigint[];
   v_ready jsonb;
-  v_shards jsonb;
-  v_slot smallint;
 begin
   select coalesce(jsonb_agg(to_jsonb(j) order by j.id), '[]') into v_rows
     from (select * from jobs j
@@ -87,21 +85,11 @@ begin
          j.run_at, j.created_at, j.errors, j.tags, j.metadata, j.unique_key, j.trace_context, j.claimed_at, j.attempted_at,
          j.attempted_by, null, false, j.effective_max_attempts, j.retry_delay_ms, j.limit_key, 'http'
     from jsonb_populate_recordset(null::jobs, v_rows) j where j.state = 'waiting_external';
-  -- ready, at the end of their lanes
-  select jsonb_agg(x) into v_ready from jsonb_array_elements(v_rows) x where x ->> 'state' = 'available';
+  -- ready, at the end of their lanes (in due-time and id order, as canonical would have claimed them)
+  select jsonb_agg(x || jsonb_build_object('job_id', x -> 'id')) into v_ready
+    from jsonb_array_elements(v_rows) x where x ->> 'state' = 'available';
   if v_ready is not null then
-    v_slot := svc_qs.write_slot();
-    v_shards := svc_qs.lock_lanes(v_ready);
-    insert into svc_qs.ready (slot, queue, priority, shard, seq, job_id, kind, args, attempt, max_attempts, lease,
-                              run_at, created_at, errors, tags, metadata, unique_key, trace_context, claimed_at, attempted_at,
-                              attempted_by, limit_key)
-    select v_slot, j.queue, j.priority, (v_shards ->> (j.queue || ':' || j.priority))::smallint,
-           nextval('svc_qs.ready_seq'), j.id, j.kind, j.args, j.attempt, j.max_attempts, j.lease, j.run_at,
-           j.created_at, j.errors, j.tags, j.metadata, j.unique_key, j.trace_context, j.claimed_at, j.attempted_at, j.attempted_by,
-           j.limit_key
-      from jsonb_populate_recordset(null::jobs, v_ready) j order by j.id;
-    perform pg_notify(current_schema() || '_jobs', q)
-       from (select distinct x ->> 'queue' as q from jsonb_array_elements(v_ready) x) y;
+    perform svc_qs.back_to_lanes(v_ready);
   end if;
   delete from jobs where id = any(v_ids);
   return cardinality(v_ids);
