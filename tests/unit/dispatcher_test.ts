@@ -282,7 +282,7 @@ Deno.test("dispatcher: settings out of range are refused", () => {
   assert.throws(() => toRunner("k", { handler: () => {}, timeout: 0 }), ValidationError);
 });
 
-Deno.test("dispatcher: under a unit limit, a returned handler's attempt is named in the next claims until its outcome is written", async () => {
+Deno.test("dispatcher: under a unit limit, returned handlers' attempts are named in the next claims, which have room thanks to them", async () => {
   const engine = new FakeEngine();
   engine.add(30);
   engine.unitLimits.q = 3;
@@ -290,15 +290,16 @@ Deno.test("dispatcher: under a unit limit, a returned handler's attempt is named
   const c = counted(2);
   const rt = fakeRuntime(engine, { k: c.handler });
   const d = rt.dispatcher("q", { maxWorkers: 3 });
-  // Every attempt a claim names must be unwritten; count the claims that had room only thanks to the names.
+  // Every attempt a claim names is the job's current one (its outcome may be written meanwhile: the claim reaches
+  // the fake a macrotask later); count the claims that had room only thanks to the names.
   let roomFromNames = 0;
   const w = watchClaims(engine, (req) => {
     const running = engine.inState("running").length;
-    if (req.free > 0 && running >= 3 && running - (req.ended?.length ?? 0) < 3) roomFromNames++;
+    const namedRunning = (req.ended ?? []).filter((a) => engine.jobs.get(a.id)?.state === "running").length;
+    if (req.free > 0 && running >= 3 && running - namedRunning < 3) roomFromNames++;
     for (const a of req.ended ?? []) {
       const j = engine.jobs.get(a.id);
       if (!j || j.lease !== a.lease) return `ended ${a.id}:${a.lease} is not the job's current attempt`;
-      if (j.state !== "running") return `ended ${a.id}:${a.lease} was written already (${j.state})`;
     }
     return null;
   });
