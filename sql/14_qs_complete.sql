@@ -17,7 +17,7 @@ begin
   for i in 0 .. v_slots - 1 loop
     execute format($slot$
 create or replace function svc_qs.complete_in_slot_%1$s(p_items jsonb) returns bigint[]
-language plpgsql set search_path from current set jit = off as $$
+language plpgsql set search_path from current set jit = off set plan_cache_mode = force_generic_plan as $$
 begin
   -- The JSON form of complete_rows_%1$s (below), for complete().
   return (select svc_qs.complete_rows_%1$s(array_agg(i.id), array_agg(i.lease), array_agg(i.slot),
@@ -32,7 +32,7 @@ $slot$, i);
 create or replace function svc_qs.complete_rows_%1$s(p_ids bigint[], p_leases integer[], p_slots smallint[],
                                                      p_claims bigint[], p_started_ms bigint[], p_results jsonb[])
 returns bigint[]
-language plpgsql set search_path from current set jit = off as $$
+language plpgsql set search_path from current set jit = off set plan_cache_mode = force_generic_plan as $$
 declare
   v_done bigint[];
 begin

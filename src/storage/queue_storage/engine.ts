@@ -209,6 +209,7 @@ export class QueueStorageEngine implements StorageEngine {
     const last = rows[rows.length - 1];
     const marker = last && last.job_id === null ? rows.pop()! : undefined;
     const throttle = marker?.throttled ? throttleOf(marker) : undefined;
+    inClaimOrder(rows);
     const jobs: Claimed = rows.map((r) => {
       const job = claimedJob(r);
       const loc: Locator = { slot: Number(r.slot), claim: Number(r.claim_id) };
@@ -748,6 +749,20 @@ export class QueueStorageEngine implements StorageEngine {
 /** A text element of a PostgreSQL array literal: quoted, with backslashes and double quotes escaped. */
 function arrayElement(s: string): string {
   return `"${s.replace(/[\\"]/g, "\\$&")}"`;
+}
+
+/**
+ * Puts a claim's rows in claim order (priority, then lane position), in which held jobs start: the claim
+ * returns them in that order without a final sort, which this check does not take on trust.
+ */
+function inClaimOrder(rows: Row[]): void {
+  for (let i = 1; i < rows.length; i++) {
+    const a = rows[i - 1], b = rows[i];
+    if (a.priority > b.priority || (a.priority === b.priority && a.seq > b.seq)) {
+      rows.sort((x, y) => x.priority - y.priority || x.seq - y.seq);
+      return;
+    }
+  }
 }
 
 /** A Job from a row of `claim()`. */
