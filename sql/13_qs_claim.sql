@@ -81,9 +81,26 @@ declare
          replace(v_body, '/*ranked*/', format('svc_qs.claim_candidates_%s(p_queue, v_prios, p_limit) with ordinality', i))),
                                      E'\n' order by i) || E'\n      end if;'
                      from generate_series(0, v_slots - 1) i);
-  -- The keyed claim's candidates: the ready rows it chose, as it read them (v_rows; a join with the partitioned
-  -- parent would open and lock every partition at each claim).
-  v_keyed text := $keyed$select x.* from unnest(v_rows) x$keyed$;
+  -- Which statement a claim runs: the lean one when one slot is live, with or without the callbacks insert.
+  v_choose text := $choose$if cardinality(v_live) = 1 and p_callbacks = '{}'::jsonb then
+      /*lean claims without callbacks*/
+    elsif cardinality(v_live) = 1 then
+      /*lean claims with callbacks*/
+    elsif p_callbacks = '{}'::jsonb then
+      return query
+      /*claim without callbacks*/
+    else
+      return query
+      /*claim with callbacks*/
+    end if;$choose$;
+  -- The per-key claim's candidates from the one live slot, the same way.
+  v_lean_wanted text := (select string_agg(format('%s v_live[1] = %s then
+        v_cands := array(select c from svc_qs.claim_candidates_%s(p_queue, v_prios, v_want) c);',
+         case when i = 0 then 'if' else 'elsif' end, i, i), E'\n' order by i) || E'\n      end if;'
+                     from generate_series(0, v_slots - 1) i);
+  -- The keyed claim's candidates: the ready rows it chose, as it read them, in claim order (v_rows; a join with
+  -- the partitioned parent would open and lock every partition at each claim).
+  v_keyed text := replace(v_body, '/*ranked*/', 'unnest(v_rows) with ordinality');
   -- A claim of a queue that counts units (concurrency, per key) writes the next limit_open row in the same
   -- statement: the entries still open (v_oj ...) and the attempts it takes.
   v_units text := $units$,
@@ -114,7 +131,7 @@ begin
 end $$
 $cand$, '/*shard lanes*/', v_lanes), i);
   end loop;
-  execute replace(replace(replace(replace(replace(replace(replace(replace(replace(replace(replace($fn$
+  execute replace(replace(replace(replace(replace(replace(replace(replace(replace(replace(replace(replace(replace(replace(replace(replace($fn$
 create or replace function svc_qs.claim_next(p_queue text, p_limit integer, p_free integer, p_worker text,
                              p_policies jsonb, p_callbacks jsonb, p_prefetch_ttl_ms bigint, p_skip bigint[],
                              p_ended_ids bigint[] default '{}', p_ended_leases integer[] default '{}')
@@ -160,6 +177,7 @@ declare
   -- The ring slots that can hold rows of the queue: those with a generation (a slot never rotated into holds
   -- nothing) whose newest generation is not one the worker found exhausted (p_skip).
   v_live smallint[];
+  v_cands svc_qs.ready[];
   v_ttl bigint := case when p_limit > p_free then greatest(p_prefetch_ttl_ms, 0) else 0 end;
   -- The slots of the generations in p_skip (claim_exhausted found them with nothing left for this queue,
   -- for good) that still hold that generation: a slot reclaimed and written again since is read.
@@ -220,6 +238,11 @@ begin
   -- seq order and merged, so that only the rows claimed are read; every lookup is an index probe.
   -- Without HTTP kinds the statement leaves out the callbacks insert, whose executor start (the table and its
   -- three indexes opened) every claim paid.
+  v_live := array(select g.slot from (
+                    select s::smallint as slot,
+                           (select max(r.generation) from svc_qs.ring_rotations r where r.slot = s) as gen
+                      from generate_series(0, /*last slot*/) s) g
+                   where g.gen is not null and not (g.gen = any(p_skip)));
   if v_per_key is not null then
     -- Per key: the candidates the claim would read (twice what it may take, more while many keys hold all
     -- their units, at most four times), in claim order; a job
@@ -252,7 +275,13 @@ begin
       select jsonb_agg(to_jsonb(del)) into v_back from del;
       perform svc_qs.back_to_lanes(v_back, true);
     end if;
-    for rr in select c.* from (/*slot candidates wanted*/) c order by c.priority, c.seq limit v_want loop
+    if cardinality(v_live) = 1 then
+      /*lean candidates wanted*/
+    else
+      v_cands := array(select c::svc_qs.ready from (/*slot candidates wanted*/) c order by c.priority, c.seq
+                        limit v_want);
+    end if;
+    foreach rr in array v_cands loop
       exit when v_n >= p_limit;
       v_i := case when rr.limit_key is not null then array_position(v_kk, rr.limit_key) end;
       if v_i is not null and v_kn[v_i] >= v_per_key then
@@ -287,29 +316,10 @@ begin
       return query
       /*keyed claim with callbacks*/
     end if;
-  elsif v_conc is not null and p_callbacks = '{}'::jsonb then
-    return query
-    /*units claim without callbacks*/
   elsif v_conc is not null then
-    return query
-    /*units claim with callbacks*/
+    /*choose units claim*/
   else
-    v_live := array(select g.slot from (
-                      select s::smallint as slot,
-                             (select max(r.generation) from svc_qs.ring_rotations r where r.slot = s) as gen
-                        from generate_series(0, /*last slot*/) s) g
-                     where g.gen is not null and not (g.gen = any(p_skip)));
-    if cardinality(v_live) = 1 and p_callbacks = '{}'::jsonb then
-      /*lean claims without callbacks*/
-    elsif cardinality(v_live) = 1 then
-      /*lean claims with callbacks*/
-    elsif p_callbacks = '{}'::jsonb then
-      return query
-      /*claim without callbacks*/
-    else
-      return query
-      /*claim with callbacks*/
-    end if;
+    /*choose claim*/
   end if;
   if v_limited then
     get diagnostics v_taken = row_count;
@@ -343,18 +353,21 @@ begin
     end if;
   end if;
 end $$
-$fn$, '/*claim without callbacks*/', replace(replace(v_stmt, '/*callbacks*/', ''), '/*units*/', '')),
+$fn$, '/*choose units claim*/', replace(replace(v_choose, '/*lean claims', '/*lean units claims'), '/*claim with', '/*units claim with')),
+       '/*choose claim*/', v_choose),
+       '/*claim without callbacks*/', replace(replace(v_stmt, '/*callbacks*/', ''), '/*units*/', '')),
        '/*claim with callbacks*/', replace(replace(v_stmt, '/*callbacks*/', v_cbs), '/*units*/', '')),
        '/*units claim without callbacks*/', replace(replace(v_stmt, '/*callbacks*/', ''), '/*units*/', v_units)),
        '/*units claim with callbacks*/', replace(replace(v_stmt, '/*callbacks*/', v_cbs), '/*units*/', v_units)),
        '/*slot candidates*/', v_calls),
        '/*slot candidates wanted*/', replace(v_calls, 'v_prios, p_limit)', 'v_prios, v_want)')),
-       '/*keyed claim without callbacks*/',
-       replace(replace(replace(v_stmt, '/*callbacks*/', ''), '/*units*/', v_units), '/*slot candidates*/', v_keyed)),
-       '/*keyed claim with callbacks*/',
-       replace(replace(replace(v_stmt, '/*callbacks*/', v_cbs), '/*units*/', v_units), '/*slot candidates*/', v_keyed)),
-       '/*lean claims without callbacks*/', replace(v_leans, '/*callbacks*/', '')),
-       '/*lean claims with callbacks*/', replace(v_leans, '/*callbacks*/', v_cbs)),
+       '/*keyed claim without callbacks*/', replace(replace(v_keyed, '/*callbacks*/', ''), '/*units*/', v_units)),
+       '/*keyed claim with callbacks*/', replace(replace(v_keyed, '/*callbacks*/', v_cbs), '/*units*/', v_units)),
+       '/*lean claims without callbacks*/', replace(replace(v_leans, '/*callbacks*/', ''), '/*units*/', '')),
+       '/*lean claims with callbacks*/', replace(replace(v_leans, '/*callbacks*/', v_cbs), '/*units*/', '')),
+       '/*lean units claims without callbacks*/', replace(replace(v_leans, '/*callbacks*/', ''), '/*units*/', v_units)),
+       '/*lean units claims with callbacks*/', replace(replace(v_leans, '/*callbacks*/', v_cbs), '/*units*/', v_units)),
+       '/*lean candidates wanted*/', v_lean_wanted),
        '/*last slot*/', (v_slots - 1)::text);
 end $gen$;
 
