@@ -755,7 +755,7 @@ function arrayElement(s: string): string {
  * Puts a claim's rows in claim order (priority, then lane position), in which held jobs start: the claim
  * returns them in that order without a final sort, which this check does not take on trust.
  */
-function inClaimOrder(rows: Row[]): void {
+export function inClaimOrder(rows: Row[]): void {
   for (let i = 1; i < rows.length; i++) {
     const a = rows[i - 1], b = rows[i];
     if (a.priority > b.priority || (a.priority === b.priority && a.seq > b.seq)) {
