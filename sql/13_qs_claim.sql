@@ -6,9 +6,9 @@
 -- HTTP workers, whose callbacks are registered here. Writes one claims row per lane shard and slot of
 -- the jobs taken. Nothing while the queue is paused.
 --
--- The candidates are read slot by slot: a function per ring slot (claim_candidates_<slot>) names that slot's
--- partitions (ready_<slot>, claims_<slot>, skipped_<slot>) directly, so its cached plan touches three small
--- tables and their indexes instead of the partitioned parents (a generic plan over the parents starts an
+-- The candidates are read slot by slot: claim_candidates(slot, ...) has a branch per ring slot that names
+-- that slot's partitions (ready_<slot>, claims_<slot>, skipped_<slot>) directly, so each branch's cached plan
+-- touches three small tables and their indexes instead of the partitioned parents (a generic plan over the parents starts an
 -- index scan per partition and locks every partition: 45 relation locks and half a millisecond of executor
 -- start per claim, ADR 016 "What a claim costs"). Within a slot, every producer shard of a lane is read from
 -- its cursor (the highest position claimed in that slot) in seq order; the claim merges the slots' candidates
@@ -18,7 +18,7 @@
 -- every claim merges all slots holding rows, so no unclaimed row lies below another slot's cursor (the
 -- prune forwards unclaimed rows with their positions into the current slot, above every cursor).
 -- The slot count is fixed when queue storage is installed (storage_state.qs_slots), so the block below
--- writes the functions for it: %1$s in the $cand$ text is the slot.
+-- writes the branches for it.
 do $gen$
 declare
   v_shards integer := (select qs_shards from storage_state);
@@ -34,7 +34,7 @@ declare
                     and s.seq = r.seq limit 1) is null
           order by r.seq limit p_limit)$lane$, s), E'\n        union all\n' order by s)
                      from generate_series(0, v_shards - 1) s);
-  v_calls text := (select string_agg(format('select * from svc_qs.claim_candidates_%1$s(p_queue, v_prios, p_limit)
+  v_calls text := (select string_agg(format('select * from svc_qs.claim_candidates(%1$s::smallint, p_queue, v_prios, p_limit)
          where exists (select 1 from svc_qs.ready_%1$s) and not (%1$s = any(v_skip))', i),
                                      E'\n        union all\n' order by i)
                      from generate_series(0, v_slots - 1) i);
@@ -74,17 +74,13 @@ declare
   -- The claim when one ring slot alone can hold the queue's rows (nearly always): that slot's candidates
   -- function read directly (it returns them in claim order), without the union over every slot, its merge
   -- sort and the window, whose executor start cost more than the reads (a third of a claim of 10: ADR 016).
-  -- As one branch per slot: `if v_live[1] = 0 then return query ...; elsif ...`.
-  v_leans text := (select string_agg(format('%s v_live[1] = %s then
-      return query
-%s', case when i = 0 then 'if' else 'elsif' end, i,
-         replace(v_body, '/*ranked*/', format('svc_qs.claim_candidates_%s(p_queue, v_prios, p_limit) with ordinality', i))),
-                                     E'\n' order by i) || E'\n      end if;'
-                     from generate_series(0, v_slots - 1) i);
+  v_lean text := replace(v_body, '/*ranked*/', 'svc_qs.claim_candidates(v_live[1], p_queue, v_prios, p_limit) with ordinality');
   -- Which statement a claim runs: the lean one when one slot is live, with or without the callbacks insert.
   v_choose text := $choose$if cardinality(v_live) = 1 and p_callbacks = '{}'::jsonb then
+      return query
       /*lean claims without callbacks*/
     elsif cardinality(v_live) = 1 then
+      return query
       /*lean claims with callbacks*/
     elsif p_callbacks = '{}'::jsonb then
       return query
@@ -93,11 +89,6 @@ declare
       return query
       /*claim with callbacks*/
     end if;$choose$;
-  -- The per-key claim's candidates from the one live slot, the same way.
-  v_lean_wanted text := (select string_agg(format('%s v_live[1] = %s then
-        v_cands := array(select c from svc_qs.claim_candidates_%s(p_queue, v_prios, v_want) c);',
-         case when i = 0 then 'if' else 'elsif' end, i, i), E'\n' order by i) || E'\n      end if;'
-                     from generate_series(0, v_slots - 1) i);
   -- The keyed claim's candidates: the ready rows it chose, as it read them, in claim order (v_rows; a join with
   -- the partitioned parent would open and lock every partition at each claim).
   v_keyed text := replace(v_body, '/*ranked*/', 'unnest(v_rows) with ordinality');
@@ -115,23 +106,25 @@ declare
     select n.cb_id, n.job_id, n.attempt + 1, n.lease + 1, 'http', n.cb_deadline
       from numbered n where n.cb_id is not null)$cbs$;
 begin
-  for i in 0 .. v_slots - 1 loop
-    execute format(replace($cand$
-create or replace function svc_qs.claim_candidates_%1$s(p_queue text, p_prios smallint[], p_limit integer)
+  -- The candidates of slot p_slot, in claim order: a branch per slot, each reading that slot's partitions.
+  execute replace($cand$
+create or replace function svc_qs.claim_candidates(p_slot smallint, p_queue text, p_prios smallint[], p_limit integer)
 returns setof svc_qs.ready
 language plpgsql stable set search_path from current set jit = off set plan_cache_mode = force_generic_plan as $$
 begin
-  return query
-  select r.* from unnest(p_prios) p(priority)
-  cross join lateral (
-    select r.* from (
-        /*shard lanes*/
-      ) r order by r.seq limit p_limit) r
-  order by r.priority, r.seq limit p_limit;
+  /*slot branches*/
 end $$
-$cand$, '/*shard lanes*/', v_lanes), i);
-  end loop;
-  execute replace(replace(replace(replace(replace(replace(replace(replace(replace(replace(replace(replace(replace(replace(replace(replace($fn$
+$cand$, '/*slot branches*/', (select string_agg(format($branch$%s p_slot = %s then
+    return query
+    select r.* from unnest(p_prios) p(priority)
+    cross join lateral (
+      select r.* from (
+        %s
+        ) r order by r.seq limit p_limit) r
+    order by r.priority, r.seq limit p_limit;$branch$, case when i = 0 then 'if' else 'elsif' end, i,
+                                                       format(v_lanes, i)), E'\n  ' order by i) || E'\n  end if;'
+                                 from generate_series(0, v_slots - 1) i));
+  execute replace(replace(replace(replace(replace(replace(replace(replace(replace(replace(replace(replace(replace(replace(replace($fn$
 create or replace function svc_qs.claim_next(p_queue text, p_limit integer, p_free integer, p_worker text,
                              p_policies jsonb, p_callbacks jsonb, p_prefetch_ttl_ms bigint, p_skip bigint[],
                              p_ended_ids bigint[] default '{}', p_ended_leases integer[] default '{}')
@@ -276,7 +269,7 @@ begin
       perform svc_qs.back_to_lanes(v_back, true);
     end if;
     if cardinality(v_live) = 1 then
-      /*lean candidates wanted*/
+      v_cands := array(select c from svc_qs.claim_candidates(v_live[1], p_queue, v_prios, v_want) c);
     else
       v_cands := array(select c::svc_qs.ready from (/*slot candidates wanted*/) c order by c.priority, c.seq
                         limit v_want);
@@ -363,11 +356,10 @@ $fn$, '/*choose units claim*/', replace(replace(v_choose, '/*lean claims', '/*le
        '/*slot candidates wanted*/', replace(v_calls, 'v_prios, p_limit)', 'v_prios, v_want)')),
        '/*keyed claim without callbacks*/', replace(replace(v_keyed, '/*callbacks*/', ''), '/*units*/', v_units)),
        '/*keyed claim with callbacks*/', replace(replace(v_keyed, '/*callbacks*/', v_cbs), '/*units*/', v_units)),
-       '/*lean claims without callbacks*/', replace(replace(v_leans, '/*callbacks*/', ''), '/*units*/', '')),
-       '/*lean claims with callbacks*/', replace(replace(v_leans, '/*callbacks*/', v_cbs), '/*units*/', '')),
-       '/*lean units claims without callbacks*/', replace(replace(v_leans, '/*callbacks*/', ''), '/*units*/', v_units)),
-       '/*lean units claims with callbacks*/', replace(replace(v_leans, '/*callbacks*/', v_cbs), '/*units*/', v_units)),
-       '/*lean candidates wanted*/', v_lean_wanted),
+       '/*lean claims without callbacks*/', replace(replace(v_lean, '/*callbacks*/', ''), '/*units*/', '')),
+       '/*lean claims with callbacks*/', replace(replace(v_lean, '/*callbacks*/', v_cbs), '/*units*/', '')),
+       '/*lean units claims without callbacks*/', replace(replace(v_lean, '/*callbacks*/', ''), '/*units*/', v_units)),
+       '/*lean units claims with callbacks*/', replace(replace(v_lean, '/*callbacks*/', v_cbs), '/*units*/', v_units)),
        '/*last slot*/', (v_slots - 1)::text);
 end $gen$;
 
@@ -440,8 +432,7 @@ begin
     end if;
   end loop;
   for i in 1 .. cardinality(v_drained) loop
-    execute format('select exists (select 1 from svc_qs.claim_candidates_%s($1, $2, 1))', v_slots[i])
-      into v_any using p_queue, v_prios;
+    v_any := exists (select 1 from svc_qs.claim_candidates(v_slots[i], p_queue, v_prios, 1));
     if not v_any then
       v_out := v_out || v_drained[i];
     end if;
