@@ -171,7 +171,7 @@ async function completedIntervals(
       );
       return r.n === n;
     },
-    90_000,
+    300_000,
     `all ${n} completed`,
   );
   const rows = await client.sql.unsafe(
@@ -211,7 +211,18 @@ async function injectFault(
     return null;
   }
   procs[0].child.kill("SIGSTOP");
-  await new Promise((r) => setTimeout(r, 4_000)); // past rescueAfter and a leader's term
+  // Stopped until an attempt it began was rescued (past rescueAfter, and past its term if it led) and run
+  // again by another process: a wait on what happened, not a guess of how long it takes.
+  await waitFor(
+    async () =>
+      (await client.sql.unsafe(
+        `select count(*)::int as n from "${schema}".effects e
+          where e.pid = $1 and exists (select 1 from "${schema}".effects o where o.job_id = e.job_id and o.lease > e.lease)`,
+        [victim],
+      ))[0].n >= 1,
+    120_000,
+    "an attempt of the stopped process rescued and run again",
+  );
   procs[0].child.kill("SIGCONT");
   return { pid: victim, resumedAt: Date.now() };
 }

@@ -142,14 +142,13 @@ for (const how of ["shutdown", "pause"] as const) {
         handlers: { slow: () => g.wait, quick: () => "ok" },
       });
       await waitFor(async () => (await countJobs(client, "state = 'running'")) === 6, 10_000, "6 claimed");
-      const t0 = Date.now();
       const stopping = how === "shutdown" ? w.stop(10_000) : client.pauseQueue("default");
+      // At once, not when their prefetchTtl (60 s) ends; the wait leaves room for a slow machine.
       await waitFor(
         async () => (await jobs(client, rest.map((j) => j.id))).every((j) => j.state === "available"),
-        5_000,
+        30_000,
         "the held jobs to be available again",
       );
-      assert.ok(Date.now() - t0 < 3_000, `given back after ${Date.now() - t0} ms`);
       for (const [i, j] of (await jobs(client, rest.map((j) => j.id))).entries()) {
         assert.equal(j.attempt, 0);
         assert.equal(+j.runAt, +rest[i].runAt, "run_at kept");

@@ -14,6 +14,15 @@ Deno.test("10,000 jobs by 3 worker processes: every effect exactly once, none lo
         Array.from({ length: 1000 }, (_, j) => ({ kind: "effect", args: { n: i * 1000 + j } })),
       );
     }
+    // First every job's effect (a cheap count, polled while the workers run), then every job completed (the
+    // job listing reads every retained job: read once the work is done).
+    await waitFor(
+      async () =>
+        (await client.sql.unsafe(`select count(distinct job_id)::int as n from "${schema}".effects`))[0].n ===
+          10_000,
+      600_000,
+      "every job's effect",
+    );
     await waitFor(
       async () => {
         const [r] = await client.sql.unsafe(
@@ -21,7 +30,7 @@ Deno.test("10,000 jobs by 3 worker processes: every effect exactly once, none lo
         );
         return r.n === 10_000;
       },
-      120_000,
+      60_000,
       "all completed",
     );
     const [e] = await client.sql.unsafe(
