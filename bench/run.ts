@@ -4,6 +4,7 @@
  *   deno task bench            full counts (see COUNTS.full)
  *   deno task bench --quick    reduced counts, under 2 minutes
  *   deno task bench --soak 10  the held-xmin soak on each storage engine (bench/soak.ts)
+ *   deno task bench --heap     the worker's heap over 200,000 jobs of mixed outcomes (bench/heap.ts)
  *
  * Options: --runs N (default 3), --systems svc,pgboss,graphile_worker, --out FILE.
  *
@@ -53,6 +54,19 @@ if (args.soak !== undefined) {
   const extra = typeof args.out === "string" ? ["--out", args.out] : [];
   const p = await new Deno.Command(Deno.execPath(), {
     args: ["run", "-A", new URL("./soak.ts", import.meta.url).pathname, "--minutes", minutes, ...extra],
+    stdout: "inherit",
+    stderr: "inherit",
+  }).output();
+  Deno.exit(p.code);
+} else if (args.heap !== undefined) {
+  // `--heap`: the worker's heap over 200,000 jobs of mixed outcomes on each engine (bench/heap.ts).
+  const extra = typeof args.out === "string" ? ["--out", args.out] : [];
+  for (const k of ["jobs", "first", "engines"]) {
+    const v = args[k];
+    if (typeof v === "string") extra.push(`--${k}`, v);
+  }
+  const p = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", new URL("./heap.ts", import.meta.url).pathname, ...extra],
     stdout: "inherit",
     stderr: "inherit",
   }).output();

@@ -62,7 +62,10 @@ const worker = createWorker({
 });
 await worker.start();
 
-const MIX: [string, number][] = [["ok", 10], ["flaky", 2], ["nap", 2], ["hang", 1], ["fn", 5]];
+// env MIX ("ok=10,fn=5"): another mix, to see what each kind costs.
+const MIX: [string, number][] = Deno.env.get("MIX")
+  ? Deno.env.get("MIX")!.split(",").map((p) => p.split("=")).map(([k, n]) => [k, Number(n)])
+  : [["ok", 10], ["flaky", 2], ["nap", 2], ["hang", 1], ["fn", 5]];
 const per = MIX.reduce((n, [, k]) => n + k, 0);
 let enqueued = 0;
 
@@ -100,7 +103,7 @@ async function runJobs(n: number): Promise<void> {
     });
     const jobs = await client.enqueueMany(batch);
     enqueued += jobs.length;
-    while ((await unfinished()) > 200) await new Promise((r) => setTimeout(r, 50));
+    while ((await unfinished()) > 3_000) await new Promise((r) => setTimeout(r, 50));
   }
   while ((await unfinished()) > 0) await new Promise((r) => setTimeout(r, 100));
   await new Promise((r) => setTimeout(r, 500)); // the last completions and parks flush
@@ -127,6 +130,21 @@ console.log(
     `${((performance.now() - t0) / 1000).toFixed(0)} s, load average ${
       Deno.loadavg().map((x) => x.toFixed(1)).join(" ")
     }`,
+);
+// For bench/heap.ts (`deno task bench --heap`), one line it reads.
+console.log(
+  `HEAP_RESULT ${
+    JSON.stringify({
+      engine: engineName,
+      jobs: N,
+      first: FIRST,
+      heapFirstMb: first.heapMb,
+      heapLastMb: last.heapMb,
+      trackedFirst: first.tracked,
+      trackedLast: last.tracked,
+      seconds: (performance.now() - t0) / 1000,
+    })
+  }`,
 );
 await worker.shutdown(5_000);
 await fn.shutdown();
