@@ -148,12 +148,18 @@ export async function dropSchema(schema: string): Promise<void> {
   }
 }
 
+/** The shortest timeout `waitFor` takes (ms). */
+export const WAIT_FLOOR_MS = 60_000;
+
 /** Polls `fn` until it returns a truthy value or the timeout passes. */
 export async function waitFor<T>(
   fn: () => Promise<T> | T,
   timeoutMs = 10_000,
   what = "condition",
 ): Promise<T> {
+  // The timeout only decides how long a failing wait goes on, never whether a passing one passes: at least
+  // WAIT_FLOOR_MS, so that a slow or loaded machine (a 1 ms sleep taking 5-30 ms) fails no test by time alone.
+  timeoutMs = Math.max(timeoutMs, WAIT_FLOOR_MS);
   const until = Date.now() + timeoutMs;
   for (;;) {
     const v = await fn();

@@ -309,7 +309,8 @@ export function pgError(code: string, message = `error ${code}`): Error {
 
 /** Resolves when `cond()` holds, polling every few ms; throws after `ms`. */
 export async function until(cond: () => boolean, what: string, ms = 2000): Promise<void> {
-  const end = Date.now() + ms;
+  // As `waitFor` (tests/helpers/db.ts): the timeout only decides how long a failing wait goes on.
+  const end = Date.now() + Math.max(ms, 30_000);
   while (!cond()) {
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 2));

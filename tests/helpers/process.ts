@@ -57,7 +57,7 @@ export function spawnDeno(args: string[], opts: { cwd?: string; env?: Record<str
     child,
     lines,
     status,
-    async waitLine(re, timeoutMs = 20_000) {
+    async waitLine(re, timeoutMs = 60_000) {
       const until = Date.now() + timeoutMs;
       for (;;) {
         const l = lines.find((x) => re.test(x));
