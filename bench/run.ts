@@ -6,7 +6,8 @@
  *   deno task bench --soak 10  the held-xmin soak on each storage engine (bench/soak.ts)
  *   deno task bench --heap     the worker's heap over 200,000 jobs of mixed outcomes (bench/heap.ts)
  *
- * Options: --runs N (default 3), --systems svc,pgboss,graphile_worker, --out FILE.
+ * Options: --runs N (default 3), --systems svc,pgboss,graphile_worker, --out FILE, --budget S and
+ * --system-budget S (quick mode: 110 and 240).
  *
  * Each (run, system) pair is a child process of its own (`--child`), so one system's timers,
  * pools and JIT state never touch another's, and a system whose import fails (svc before mod.ts
@@ -122,6 +123,10 @@ async function main(): Promise<void> {
   // Quick mode keeps to its time budget on a busy machine: a run is started only if the previous
   // one would still fit; the results then say how many runs there were and why.
   const budget = Number(args.budget ?? (quick ? 110 : Infinity));
+  // It bounds a run's systems too: a system is started only if the longest one so far would still end within
+  // `--system-budget` seconds of the start (a slow machine then skips the rest, and the results say why).
+  const systemBudget = Number(args["system-budget"] ?? (quick ? 240 : Infinity));
+  let longestSystem = 0;
   let runsDone = 0;
   let lastRunSeconds = 0;
   for (let run = 1; run <= runs; run++) {
@@ -139,6 +144,14 @@ async function main(): Promise<void> {
     }
     for (const sys of systems) {
       if (skipped[sys]) continue;
+      const soFar = (performance.now() - started) / 1000;
+      if (longestSystem > 0 && soFar + longestSystem > systemBudget) {
+        skipped[sys] = `time budget: not started (${soFar.toFixed(0)} s so far, the longest system took ${
+          longestSystem.toFixed(0)
+        } s, budget ${systemBudget} s; load average ${await loadAverage()})`;
+        console.log(`SKIPPING ${label(sys)}: ${skipped[sys]}`);
+        continue;
+      }
       const out = new URL(`result-${Deno.pid}-${sys.replace(/[^a-z0-9_]/g, "_")}-${run}.json`, tmp);
       const onNode = parseSystem(sys).node;
       const childArgs = [
@@ -170,6 +183,7 @@ async function main(): Promise<void> {
         await dropChildDatabases(proc.pid);
         continue;
       }
+      longestSystem = Math.max(longestSystem, (performance.now() - tChild) / 1000);
       console.log(
         `[run ${run}] ${label(sys)}: ${((performance.now() - tChild) / 1000).toFixed(1)} s in all`,
       );

@@ -1,5 +1,6 @@
 """Fixtures of the Python client's tests: each test works in a fresh schema of the real PostgreSQL,
-migrated by the repository's own `svc migrate` (Deno) with the storage engine under test, and dropped
+migrated by the repository's own migrations (`client.migrate`, as `svc migrate` runs it; one Deno process
+migrates a batch of schemas for the tests to take) with the storage engine under test, and dropped
 afterwards (also on failure). Engines: SVC_TEST_ENGINE (`canonical` or `queue_storage`), else both.
 Database: TEST_DATABASE_URL, else postgres://postgres@127.0.0.1:5432/postgres.
 """
@@ -113,12 +114,50 @@ def engine(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
+# Migrated schemas waiting for a test, per engine. A Deno process migrates POOL_BATCH of them at a time
+# (fixtures/migrate_schemas.ts): one process start per test cost more than most tests on a slow machine. The
+# ones no test took are dropped at the end of the session.
+POOL_BATCH = 8
+_pool: dict[str, list[str]] = {}
+
+
+def pooled_schema(engine: str) -> str:
+    """A fresh schema migrated with ``engine``, from the pool (refilled by one Deno process when empty)."""
+    waiting = _pool.setdefault(engine, [])
+    if not waiting:
+        names = [fresh_schema() for _ in range(POOL_BATCH)]
+        r = subprocess.run(
+            [*deno(), "run", "-A", str(PYTHON_DIR / "tests" / "fixtures" / "migrate_schemas.ts"), DATABASE_URL,
+             engine, *names],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env={**os.environ, "NO_COLOR": "1"},
+        )
+        migrated = [line.split(" ", 1)[1] for line in r.stdout.splitlines() if line.startswith("migrated ")]
+        if r.returncode != 0:
+            for name in names:
+                drop_schema(name)
+            raise RuntimeError(f"migrating the test schemas failed ({r.returncode}): {r.stdout}\n{r.stderr}")
+        waiting.extend(migrated)
+    return waiting.pop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _drop_pooled_schemas() -> Iterator[None]:
+    yield
+    for names in _pool.values():
+        for name in names:
+            drop_schema(name)
+        names.clear()
+
+
 @pytest.fixture
 def schema(engine: str) -> Iterator[str]:
     """A fresh schema migrated with the engine under test; dropped afterwards."""
-    name = fresh_schema()
+    name = pooled_schema(engine)
     try:
-        migrate(name, engine)
         yield name
     finally:
         drop_schema(name)

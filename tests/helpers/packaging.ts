@@ -44,7 +44,7 @@ export async function runCommand(
   opts: { cwd?: string; env?: Record<string, string>; timeoutMs?: number } = {},
 ): Promise<CommandRun> {
   const child = spawnPiped(cmd, args, opts);
-  const timeoutMs = opts.timeoutMs ?? 120_000;
+  const timeoutMs = opts.timeoutMs ?? 600_000;
   let timedOut = false;
   const timer = setTimeout(() => {
     timedOut = true;

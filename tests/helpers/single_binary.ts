@@ -126,7 +126,7 @@ export async function denortAvailability(): Promise<DenortAvailability> {
       const run = await capture(
         Deno.execPath(),
         ["compile", "--no-config", "--no-lock", "--output", `${dir}/probe`, `${dir}/probe.ts`],
-        { env, clearEnv: true, timeoutMs: 300_000 },
+        { env, clearEnv: true, timeoutMs: 900_000 },
       );
       if (!run || run.code === 0) return { ok: true };
       const failure = compileFailure(run.stderr, Deno.build.target);

@@ -185,7 +185,7 @@ Deno.test({
         pkgDir,
       ], {
         env: npmEnv,
-        timeoutMs: 300_000,
+        timeoutMs: 900_000,
       });
       const pkg = JSON.parse(await Deno.readTextFile(`${pkgDir}/package.json`));
       assert.equal(pkg.name, "@svc/queue");
@@ -221,7 +221,7 @@ Deno.test({
         tarball,
         `typescript@${TYPESCRIPT}`,
         `@types/node@${TYPES_NODE}`,
-      ], { cwd: proj, env: npmEnv, timeoutMs: 300_000 });
+      ], { cwd: proj, env: npmEnv, timeoutMs: 900_000 });
       await Deno.writeTextFile(`${proj}/serve_fetch.mjs`, ADAPTER);
       await Deno.writeTextFile(`${proj}/app.mjs`, APP);
 
@@ -231,7 +231,7 @@ Deno.test({
         await t.step(
           "a Node program enqueues and runs jobs, one through an HTTP worker and the callback router; @svc/queue/testing",
           async () => {
-            const run = await mustRun("node", ["app.mjs"], { cwd: proj, env, timeoutMs: 90_000 });
+            const run = await mustRun("node", ["app.mjs"], { cwd: proj, env, timeoutMs: 300_000 });
             const line = run.stdout.split("\n").find((l) => l.startsWith('{"node"'));
             assert.ok(line, run.stdout + run.stderr);
             const out = JSON.parse(line);
@@ -299,7 +299,7 @@ Deno.test({
           );
           await mustRun("node", ["node_modules/typescript/bin/tsc", "-p", "tsconfig.json"], {
             cwd: proj,
-            timeoutMs: 120_000,
+            timeoutMs: 600_000,
           });
         });
       } finally {

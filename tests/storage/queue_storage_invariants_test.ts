@@ -48,7 +48,8 @@ async function chaos(
   const rand = rng(seed);
   const pick = <T>(a: T[]): T => a[Math.floor(rand() * a.length)];
   const qs = `"${schema}_qs"`;
-  const until = Date.now() + CHAOS_MS;
+  /** When the actors stop: CHAOS_MS after they start (set just before; the setup may take a while). */
+  let until = Infinity;
   let checks = 0;
   // The actors go on past CHAOS_MS until the checker has read the limits often enough to mean something
   // (a slow machine reads them a few times only in CHAOS_MS), for at most six more CHAOS_MS.
@@ -146,6 +147,7 @@ async function chaos(
         await new Promise((r) => setTimeout(r, 10));
       }
     };
+    until = Date.now() + CHAOS_MS;
     await Promise.all([
       producer(client),
       producer(others[0]),
