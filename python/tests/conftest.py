@@ -126,21 +126,23 @@ def pooled_schema(engine: str) -> str:
     waiting = _pool.setdefault(engine, [])
     if not waiting:
         names = [fresh_schema() for _ in range(POOL_BATCH)]
-        r = subprocess.run(
-            [*deno(), "run", "-A", str(PYTHON_DIR / "tests" / "fixtures" / "migrate_schemas.ts"), DATABASE_URL,
-             engine, *names],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            env={**os.environ, "NO_COLOR": "1"},
-        )
-        migrated = [line.split(" ", 1)[1] for line in r.stdout.splitlines() if line.startswith("migrated ")]
-        if r.returncode != 0:
-            for name in names:
+        try:
+            r = subprocess.run(
+                [*deno(), "run", "-A", str(PYTHON_DIR / "tests" / "fixtures" / "migrate_schemas.ts"), DATABASE_URL,
+                 engine, *names],
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                timeout=600,
+                env={**os.environ, "NO_COLOR": "1"},
+            )
+            if r.returncode != 0:
+                raise RuntimeError(f"migrating the test schemas failed ({r.returncode}): {r.stdout}\n{r.stderr}")
+        except BaseException:
+            for name in names:  # also on a timeout: none is left behind half-migrated
                 drop_schema(name)
-            raise RuntimeError(f"migrating the test schemas failed ({r.returncode}): {r.stdout}\n{r.stderr}")
-        waiting.extend(migrated)
+            raise
+        waiting.extend(line.split(" ", 1)[1] for line in r.stdout.splitlines() if line.startswith("migrated "))
     return waiting.pop()
 
 
