@@ -88,8 +88,16 @@ def count_jobs(schema: str) -> int:
     return int(row[0])
 
 
+WAIT_FLOOR_S = 60.0
+
+
 def wait_for(fn: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
-    """Polls ``fn`` until it returns something truthy."""
+    """Polls ``fn`` until it returns something truthy.
+
+    Waits at least 60 s before it fails, whatever ``timeout`` says (as the Deno tests' ``waitFor``): no test
+    expects a wait to time out, and a slow or loaded machine must not fail a test by time alone.
+    """
+    timeout = max(timeout, WAIT_FLOOR_S)
     until = time.monotonic() + timeout
     while True:
         v = fn()
@@ -202,7 +210,8 @@ class Process:
                 self._cond.notify_all()
 
     def wait_line(self, pred: Callable[[str], Any], timeout: float = 30.0, what: str = "a line") -> Any:
-        """The first truthy ``pred(line)`` of stdout, waiting for it."""
+        """The first truthy ``pred(line)`` of stdout, waiting for it (at least 60 s, as ``wait_for``)."""
+        timeout = max(timeout, WAIT_FLOOR_S)
         until = time.monotonic() + timeout
         with self._cond:
             while True:

@@ -312,7 +312,7 @@ def test_function_endpoint_refuses_bad_requests() -> None:
             data = None if body is None else body if isinstance(body, bytes) else json.dumps(body).encode()
             req = urllib.request.Request(endpoint.url + "/", data=data, headers=headers or {}, method=method)
             try:
-                with urllib.request.urlopen(req, timeout=5) as res:
+                with urllib.request.urlopen(req, timeout=60) as res:
                     return int(res.status)
             except urllib.error.HTTPError as e:
                 return int(e.code)

@@ -27,7 +27,7 @@ if (SKIP) {
 
 /** Waits until `selector` matches exactly `n` elements (polling from here: the page's CSP forbids eval). */
 export async function waitCount(page: Page, selector: string, n: number, timeoutMs = 10_000): Promise<void> {
-  const until = Date.now() + timeoutMs;
+  const until = Date.now() + Math.max(timeoutMs, 60_000);
   let count = -1;
   while ((count = await page.locator(selector).count()) !== n) {
     if (Date.now() > until) throw new Error(`${selector}: ${count} elements, expected ${n}`);
@@ -127,6 +127,10 @@ export async function withUi(
       viewport: o.viewport ?? { width: 1280, height: 900 },
       timezoneId: o.timezoneId,
     });
+    // Playwright's own default (30 s per wait) is too short on a slow or loaded machine; a failing wait
+    // still fails, later.
+    page.setDefaultTimeout(120_000);
+    page.setDefaultNavigationTimeout(120_000);
     page.on("pageerror", (e) => errors.push(String(e)));
     page.on("console", (m) => {
       if (m.type() === "error" && !o.expectedConsole?.test(m.text())) errors.push(m.text());

@@ -71,10 +71,14 @@ Deno.test("ctx.progress: stored on the attempt, shown by the client, the REST AP
           await released;
           if (job.attempt === 1) throw new Error("again");
           ctx.progress("second attempt");
-          await new Promise((r) => setTimeout(r, 1_200)); // written before the job completes
+          // Written (the writer flushes once a second) before the job completes.
+          while ((await client.getJob(job.id))?.progress?.value !== "second attempt") {
+            await new Promise((r) => setTimeout(r, 100));
+          }
           return "done";
         },
-        backoff: () => 1_500,
+        // Long enough for the test to see the job retryable, between its attempts, on a slow machine.
+        backoff: () => 4_000,
       },
     },
   });
@@ -113,7 +117,7 @@ Deno.test("ctx.progress: stored on the attempt, shown by the client, the REST AP
         const j = (await client.getJob(job.id))!;
         return j.state === "completed" ? j : null;
       },
-      20_000,
+      60_000,
       "completed",
     );
     assert.equal(done!.attempt, 2);

@@ -134,7 +134,10 @@ Deno.test("shutdown waits at most the stuck grace for a cancelled handler that d
     const t0 = performance.now();
     await w.stop(100);
     const ms = performance.now() - t0;
-    assert.ok(ms >= 350 && ms < 5_000, `shutdown took ${Math.round(ms)} ms`);
+    // At least the drain timeout and the grace; it ended while the handler had still not returned (it
+    // returns only at release() below), which is the point. The upper bound only says "did not hang": a
+    // loaded CI machine took 5.2 s for the 0.5 s of timers and the closing statements.
+    assert.ok(ms >= 350 && ms < 60_000, `shutdown took ${Math.round(ms)} ms`);
     assert.ok(
       lines.some((l) =>
         new RegExp(`shutting down with 1 handler\\(s\\) that did not return.*job ${job.id} \\(spin\\)`).test(
