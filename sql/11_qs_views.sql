@@ -95,25 +95,39 @@ select h.job_id as id, h.kind, h.queue, h.args, h.state::job_state as state, h.p
    and not exists (select 1 from svc_qs.history h2 where h2.job_id = h.job_id and h2.lease > h.lease)
    and not exists (select 1 from svc_qs.deleted x where x.job_id = h.job_id)
 union all
-select c.job_id as id, r.kind, r.queue, r.args, 'completed'::job_state as state, r.priority, r.attempt + 1 as attempt,
+-- Completed in the ring. Driven from the ready row (its job_id index), then its claim (one index probe, as in
+-- claimed_jobs), then that claim's completion rows (their claim_id index) or a closed row `complete`: a lookup
+-- by id costs a few index probes. (Driven from ring_completed, the filter on the id could not reach an index:
+-- every completion row of the ring was unnested for one job, 50 ms at 100,000 retained jobs, on every
+-- failure, snooze and cancel, whose answer reads the job.)
+select r.job_id as id, r.kind, r.queue, r.args, 'completed'::job_state as state, r.priority, r.attempt + 1 as attempt,
        r.max_attempts, r.run_at, r.created_at, c.started_at as attempted_at, c.finalized_at,
        null::timestamptz as heartbeat_at, null::timestamptz as deadline_at, r.errors, r.tags, r.metadata,
        coalesce(c.result, 'null'), r.unique_key,
-       (select cb.id from svc_qs.callbacks cb where cb.job_id = c.job_id and cb.lease = c.lease
+       (select cb.id from svc_qs.callbacks cb where cb.job_id = r.job_id and cb.lease = r.lease + 1
          order by cb.created_at desc limit 1) as callback_id,
-       null::timestamptz as callback_timeout_at, c.lease, k.worker as attempted_by, r.trace_context,
+       null::timestamptz as callback_timeout_at, r.lease + 1 as lease, k.worker as attempted_by, r.trace_context,
        least(r.max_attempts, coalesce((k.policies -> r.kind ->> 'max_attempts')::integer, r.max_attempts)),
        null::bigint as retry_delay_ms, k.at as claimed_at, r.limit_key
-  from svc_qs.ring_completed c
-  join svc_qs.ready r on r.job_id = c.job_id and r.lease = c.lease - 1 and r.slot = c.slot
-  cross join lateral (select k.worker, k.policies, k.at from svc_qs.claims k
+  from svc_qs.ready r
+  cross join lateral (select k.claim_id, k.worker, k.policies, k.at from svc_qs.claims k
                        where k.queue = r.queue and k.priority = r.priority and k.shard = r.shard and k.slot = r.slot
                          and k.last_seq >= r.seq order by k.last_seq limit 1) k
- where not exists (select 1 from svc_qs.ready r2 where r2.job_id = c.job_id and r2.lease > c.lease)
-   and not exists (select 1 from svc_qs.deferred d where d.job_id = c.job_id)
-   and not exists (select 1 from svc_qs.parked p where p.job_id = c.job_id)
-   and not exists (select 1 from svc_qs.history h2 where h2.job_id = c.job_id and h2.lease > c.lease)
-   and not exists (select 1 from svc_qs.deleted x where x.job_id = c.job_id);
+  cross join lateral (
+    (select u.started_at, u.result, x.at as finalized_at
+       from svc_qs.completions x
+       cross join lateral unnest(x.ids, x.leases, x.started_at, x.results) as u(id, lease, started_at, result)
+      where x.claim_id = k.claim_id and x.slot = r.slot and u.id = r.job_id and u.lease = r.lease + 1
+      limit 1)
+    union all
+    (select cl.started_at, cl.result, cl.at from svc_qs.closed cl
+      where cl.job_id = r.job_id and cl.lease = r.lease + 1 and cl.slot = r.slot and cl.outcome = 'complete')
+    limit 1) c
+ where not exists (select 1 from svc_qs.ready r2 where r2.job_id = r.job_id and r2.lease > r.lease + 1)
+   and not exists (select 1 from svc_qs.deferred d where d.job_id = r.job_id)
+   and not exists (select 1 from svc_qs.parked p where p.job_id = r.job_id)
+   and not exists (select 1 from svc_qs.history h2 where h2.job_id = r.job_id and h2.lease > r.lease + 1)
+   and not exists (select 1 from svc_qs.deleted x where x.job_id = r.job_id);
 
 create or replace view svc_qs.jobs as
   select * from svc_qs.jobs_available

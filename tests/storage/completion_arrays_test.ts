@@ -117,3 +117,44 @@ engineTest(
       }
     }),
 );
+
+/** Rows the plan read from the tables whose name starts with `prefix` (rows returned plus rows filtered out). */
+function rowsRead(plan: Record<string, unknown>, prefix: string): number {
+  const own =
+    typeof plan["Relation Name"] === "string" && (plan["Relation Name"] as string).startsWith(prefix)
+      ? Number(plan["Actual Rows"] ?? 0) * Number(plan["Actual Loops"] ?? 1) +
+        Number(plan["Rows Removed by Filter"] ?? 0) + Number(plan["Rows Removed by Index Recheck"] ?? 0)
+      : 0;
+  const children = (plan["Plans"] as Record<string, unknown>[] | undefined) ?? [];
+  return own + children.reduce((n, p) => n + rowsRead(p, prefix), 0);
+}
+
+engineTest(
+  "queue_storage",
+  "a completed job is read by id from its own claim's completion row, not by unnesting every completion of the ring",
+  () =>
+    withSchema(async (client, schema, sql) => {
+      // 200 claims of one job, each completed in a statement of its own: 200 completion rows in the ring.
+      await client.enqueueMany(Array.from({ length: 200 }, (_, i) => ({ kind: "k", args: { i } })));
+      let last = 0;
+      for (let i = 0; i < 200; i++) {
+        const [j] = await claim(client, "default", 1, "rt-lookup");
+        await client.engine.complete([{ id: j.id, lease: j.lease, result: i, resultJson: String(i) }], {
+          keepCompleted: true,
+        });
+        last = j.id;
+      }
+      const [n] = await sql.unsafe(`select count(*)::int as n from "${schema}_qs".completions`);
+      assert.equal(n.n, 200);
+      const job = await client.getJob(last);
+      assert.equal(job?.state, "completed");
+      assert.equal(job?.result, 199);
+      // What get_job's lookup reads (row counts of the executed plan; no timing).
+      const [{ "QUERY PLAN": [top] }] = await sql.unsafe(
+        `explain (analyze, format json) select * from "${schema}_qs".jobs where id = $1 order by lease desc limit 1`,
+        [last],
+      );
+      const read = rowsRead(top.Plan, "completions");
+      assert.ok(read <= 3, `the lookup read ${read} completion rows of 200`);
+    }),
+);
