@@ -1,7 +1,8 @@
-/** Probe: drain N no-op jobs at concurrency C (args: N C [0 = retention 0]; env CL = claimers, SQLFILL=1 queues the jobs with one INSERT) in a throw-away database bench_probe_drain; prints jobs/s, the machine's busy and idle CPU-seconds (/proc/stat) and the Deno process's CPU-seconds over the drain. */
+/** Probe: drain N no-op jobs at concurrency C (args: N C [0 = retention 0]; env CL = claimers, SQLFILL=1 queues the jobs with one INSERT, ALLOC=1 runs the drain under V8's sampling heap profiler and prints the bytes allocated per job by allocating function) in a throw-away database bench_probe_drain; prints jobs/s, the machine's busy and idle CPU-seconds (/proc/stat) and the Deno process's CPU-seconds over the drain. */
 import { createClient, createWorker, silentLogger } from "../../mod.ts";
 import postgres from "postgres";
 import process from "node:process";
+import { Session } from "node:inspector";
 const N = Number(Deno.args[0] ?? 20000), C = Number(Deno.args[1] ?? 10), RET = Deno.args[2] === "0";
 const admin = postgres("postgres://postgres@127.0.0.1:5432/postgres", { max: 1, onnotice: () => {} });
 await admin.unsafe("drop database if exists bench_probe_drain");
@@ -57,8 +58,10 @@ const w = createWorker({
     },
   },
 });
+const alloc = Deno.env.get("ALLOC") ? await startAllocationSampling() : null;
 await w.start();
 await all;
+if (alloc) await alloc();
 const s1 = sys();
 const c1 = process.cpuUsage(c0);
 const wall = (t1 - t0) / 1000;
@@ -78,3 +81,42 @@ console.log(
 );
 await admin.unsafe("drop database bench_probe_drain");
 await admin.end();
+
+/** Starts V8's sampling heap profiler (objects later collected included); the stop prints bytes per job by function. */
+async function startAllocationSampling(): Promise<() => Promise<void>> {
+  const session = new Session();
+  session.connect();
+  const post = (m: string, p: Record<string, unknown> = {}) =>
+    new Promise((res, rej) => session.post(m, p, (e: unknown, r: unknown) => e ? rej(e) : res(r)));
+  await post("HeapProfiler.enable");
+  await post("HeapProfiler.startSampling", {
+    samplingInterval: 8192,
+    includeObjectsCollectedByMajorGC: true,
+    includeObjectsCollectedByMinorGC: true,
+  });
+  type Node = {
+    callFrame: { functionName: string; url: string; lineNumber: number };
+    selfSize: number;
+    children: Node[];
+  };
+  return async () => {
+    const { profile } = await post("HeapProfiler.stopSampling") as { profile: { head: Node } };
+    const by = new Map<string, number>();
+    let total = 0;
+    const walk = (n: Node) => {
+      const f = n.callFrame;
+      const k = `${f.functionName || "(anon)"} ${f.url.split("/").slice(-2).join("/")}:${f.lineNumber}`;
+      by.set(k, (by.get(k) ?? 0) + n.selfSize);
+      total += n.selfSize;
+      n.children.forEach(walk);
+    };
+    walk(profile.head);
+    console.log(
+      `allocated (sampled) ${(total / 1e6).toFixed(1)} MB, ${(total / N).toFixed(0)} bytes/job; by function:`,
+    );
+    [...by].sort((a, b) => b[1] - a[1]).slice(0, 40).forEach(([k, v]) =>
+      console.log(`${(v / N).toFixed(0).padStart(6)} B/job ${k}`)
+    );
+    session.disconnect();
+  };
+}

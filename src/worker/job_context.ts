@@ -156,163 +156,223 @@ export function createJobContext(
   traceparent: string | null = null,
   extras: JobContextExtras = {},
 ): JobContext {
-  const { enqueuer } = extras;
-  const state = extras.tx ?? attemptTx();
+  return new AttemptContext(job, signalOf, engine, waiters, pollMs, onRegistered, traceparent, extras);
+}
+
+/**
+ * The context of one attempt. Its functions are made when a handler first reads them (most handlers read
+ * none): every attempt made ten closures before, a tenth of what the worker allocated per job. Each is a
+ * function of its own, so a handler may take one out of `ctx` (`const { enqueue } = ctx`) and call it alone.
+ */
+class AttemptContext implements JobContext {
+  private readonly state: AttemptTx;
   /** The transaction `ctx.transaction` has open: `ctx.enqueue` joins it. */
-  let open: ClientTransaction | null = null;
-  const noTx = (opts: unknown, what: string) => {
-    if (opts && typeof opts === "object" && "tx" in opts) {
-      throw new ValidationError(
-        `${what} takes no tx: use client.enqueue(kind, args, { tx }) for your own transaction`,
-      );
-    }
-  };
-  const signal = () => typeof signalOf === "function" ? signalOf() : signalOf;
-  let logger: Logger | null = null;
-  const viaClient = (): Enqueuer => {
-    if (!enqueuer) throw new SvcError("ctx.enqueue: this context has no client", "invalid_state");
-    return enqueuer;
-  };
-  return {
-    get signal() {
-      return signal();
-    },
-    traceparent,
-    get logger() {
-      return logger ??= jobLogger(extras.logger ?? silentLogger, job);
-    },
-    enqueue(kind, ...rest) {
+  private open: ClientTransaction | null = null;
+  private loggerOf: Logger | null = null;
+  private fns: Partial<Pick<JobContext, FnName>> | null = null;
+
+  constructor(
+    private readonly job: Job,
+    private readonly signalOf: AbortSignal | (() => AbortSignal),
+    private readonly engine: WorkerStore,
+    private readonly waiters: CallbackWaiters,
+    private readonly pollMs: number,
+    private readonly onRegistered: () => void,
+    readonly traceparent: string | null,
+    private readonly extras: JobContextExtras,
+  ) {
+    this.state = extras.tx ?? attemptTx();
+  }
+
+  get signal(): AbortSignal {
+    return typeof this.signalOf === "function" ? this.signalOf() : this.signalOf;
+  }
+
+  get logger(): Logger {
+    return this.loggerOf ??= jobLogger(this.extras.logger ?? silentLogger, this.job);
+  }
+
+  get enqueue(): JobContext["enqueue"] {
+    return this.fn("enqueue", () => (kind, ...rest) => {
       noTx(rest[1], "ctx.enqueue");
-      return (open ?? viaClient()).enqueue(kind, ...rest);
-    },
-    enqueueMany(items) {
+      return (this.open ?? this.viaClient()).enqueue(kind, ...rest);
+    });
+  }
+
+  get enqueueMany(): JobContext["enqueueMany"] {
+    return this.fn("enqueueMany", () => (items) => {
       for (const item of items ?? []) noTx(item, "ctx.enqueueMany");
-      return (open ?? viaClient()).enqueueMany(items);
-    },
-    transaction(fn, opts = {}) {
-      const isolation = opts.isolation ?? "read committed";
-      if (!["read committed", "repeatable read", "serializable"].includes(isolation)) {
-        return Promise.reject(
-          new ValidationError(
-            `ctx.transaction: isolation must be "read committed", "repeatable read" or "serializable"`,
-          ),
-        );
-      }
-      if (state.completed) {
-        return Promise.reject(
-          new InvalidStateError(`ctx.transaction: job ${job.id} was already completed by a transaction`),
-        );
-      }
-      if (state.leaseLost) return Promise.reject(new LeaseLostError(job.id, job.lease));
-      if (open || state.pending) {
-        return Promise.reject(
-          new InvalidStateError("ctx.transaction: a transaction of this job is already open"),
-        );
-      }
-      const begin = enqueuer?.transaction;
-      if (!begin) {
-        return Promise.reject(new SvcError("ctx.transaction: this context has no client", "invalid_state"));
-      }
-      const run = (async () => {
-        let value!: Awaited<ReturnType<typeof fn>>;
-        let completing = false;
-        try {
-          await begin(async (tx) => {
-            if (isolation !== "read committed") {
-              state.snapshotOpen = true;
-              await tx.db.query(`set transaction isolation level ${isolation}`);
-            }
-            open = tx;
-            try {
-              value = await fn(tx as JobTransaction<any>);
-            } finally {
-              open = null;
-            }
-            const result = value === undefined ? null : value;
-            const resultJson = checkJsonValue("result", result, { exactNumbers: true });
-            completing = true;
-            const done = await engine.completeIn(
-              tx.db,
-              { id: job.id, lease: job.lease, result, resultJson, startedAt: job.attemptedAt ?? undefined },
-              { keepCompleted: extras.keep ?? true },
-            );
-            if (!done) throw new LeaseLostError(job.id, job.lease);
-          });
-        } catch (e) {
-          state.snapshotOpen = false;
-          if (e instanceof LeaseLostError) {
-            state.leaseLost = true;
-            throw e;
-          }
-          // A completion that failed (a serialization failure under REPEATABLE READ, a lost connection)
-          // may mean the attempt was lost: asked in a statement of its own, a lost lease is said so.
-          if (completing && !(await current(engine, job).catch(() => true))) {
-            state.leaseLost = true;
-            throw new LeaseLostError(
-              job.id,
-              job.lease,
-              `${new LeaseLostError(job.id, job.lease).message} (${describeThrown(e)})`,
-            );
-          }
-          throw e;
-        }
-        state.snapshotOpen = false;
-        state.completed = { result: value === undefined ? null : value };
-        return value;
-      })();
-      state.pending = run.finally(() => (state.pending = null)).catch(() => {});
-      return run;
-    },
-    progress(value) {
+      return (this.open ?? this.viaClient()).enqueueMany(items);
+    });
+  }
+
+  get transaction(): JobContext["transaction"] {
+    return this.fn("transaction", () => (fn, opts = {}) => this.runTransaction(fn, opts));
+  }
+
+  get progress(): JobContext["progress"] {
+    return this.fn("progress", () => (value) => {
       const json = progressJson(value);
-      extras.progress?.(job, json);
-    },
-    async registerCallback(opts = {}) {
+      this.extras.progress?.(this.job, json);
+    });
+  }
+
+  get registerCallback(): JobContext["registerCallback"] {
+    return this.fn("registerCallback", () => async (opts = {}) => {
       const timeout = opts.timeout ?? DEFAULT_CALLBACK_TIMEOUT;
       if (!Number.isFinite(timeout) || timeout <= 0) {
         throw new ValidationError("registerCallback: timeout must be > 0 ms");
       }
-      const id = await engine.registerCallback({
-        id: job.id,
-        lease: job.lease,
+      const id = await this.engine.registerCallback({
+        id: this.job.id,
+        lease: this.job.lease,
         timeoutMs: timeout,
         kind: "in_process",
       });
-      if (!id) throw new CallbackEndedError(`job ${job.id} is no longer running this attempt`);
-      onRegistered();
+      if (!id) throw new CallbackEndedError(`job ${this.job.id} is no longer running this attempt`);
+      this.onRegistered();
       return id;
-    },
-    async waitForCallback(callbackId) {
-      const wake = new Wakeup();
-      const off = waiters.on(callbackId, () => wake.notify());
-      const onAbort = () => wake.notify();
-      const sig = signal();
-      sig.addEventListener("abort", onAbort);
+    });
+  }
+
+  get waitForCallback(): JobContext["waitForCallback"] {
+    return this.fn("waitForCallback", () => (callbackId) => this.waitFor(callbackId));
+  }
+
+  /** The function `name`, made on first use. */
+  private fn<K extends FnName>(name: K, make: () => JobContext[K]): JobContext[K] {
+    const fns = this.fns ??= {};
+    return (fns[name] ??= make()) as JobContext[K];
+  }
+
+  private viaClient(): Enqueuer {
+    const enqueuer = this.extras.enqueuer;
+    if (!enqueuer) throw new SvcError("ctx.enqueue: this context has no client", "invalid_state");
+    return enqueuer;
+  }
+
+  private runTransaction<V>(
+    fn: (tx: JobTransaction<any>) => Promise<V>,
+    opts: JobTransactionOptions,
+  ): Promise<V> {
+    const { job, engine, extras, state } = this;
+    const isolation = opts.isolation ?? "read committed";
+    if (!["read committed", "repeatable read", "serializable"].includes(isolation)) {
+      return Promise.reject(
+        new ValidationError(
+          `ctx.transaction: isolation must be "read committed", "repeatable read" or "serializable"`,
+        ),
+      );
+    }
+    if (state.completed) {
+      return Promise.reject(
+        new InvalidStateError(`ctx.transaction: job ${job.id} was already completed by a transaction`),
+      );
+    }
+    if (state.leaseLost) return Promise.reject(new LeaseLostError(job.id, job.lease));
+    if (this.open || state.pending) {
+      return Promise.reject(
+        new InvalidStateError("ctx.transaction: a transaction of this job is already open"),
+      );
+    }
+    const begin = extras.enqueuer?.transaction;
+    if (!begin) {
+      return Promise.reject(new SvcError("ctx.transaction: this context has no client", "invalid_state"));
+    }
+    const run = (async () => {
+      let value!: Awaited<V>;
+      let completing = false;
       try {
-        await engine.park({ id: job.id, lease: job.lease, callbackId });
-        for (;;) {
-          if (sig.aborted) throw new CallbackEndedError(`wait aborted: ${sig.reason}`);
-          const cb = await engine.getCallback(callbackId);
-          if (!cb || cb.jobId !== job.id) {
-            throw new CallbackEndedError(`callback ${callbackId} not found for this job`);
+        await begin(async (tx) => {
+          if (isolation !== "read committed") {
+            state.snapshotOpen = true;
+            await tx.db.query(`set transaction isolation level ${isolation}`);
           }
-          if (cb.state === "completed") {
-            if (cb.resolution === "resumed") return cb.payload;
-            throw new CallbackEndedError(`job ${job.id} was completed through its callback`);
+          this.open = tx;
+          try {
+            value = await fn(tx as JobTransaction<any>);
+          } finally {
+            this.open = null;
           }
-          if (cb.state === "failed") throw new CallbackEndedError(`callback failed: ${cb.error}`);
-          if (cb.state === "expired") throw new CallbackEndedError("callback timed out");
-          if (cb.state === "superseded") {
-            throw new CallbackEndedError("callback superseded by a later attempt");
-          }
-          await wake.wait(pollMs);
+          const result = value === undefined ? null : value;
+          const resultJson = checkJsonValue("result", result, { exactNumbers: true });
+          completing = true;
+          const done = await engine.completeIn(
+            tx.db,
+            { id: job.id, lease: job.lease, result, resultJson, startedAt: job.attemptedAt ?? undefined },
+            { keepCompleted: extras.keep ?? true },
+          );
+          if (!done) throw new LeaseLostError(job.id, job.lease);
+        });
+      } catch (e) {
+        state.snapshotOpen = false;
+        if (e instanceof LeaseLostError) {
+          state.leaseLost = true;
+          throw e;
         }
-      } finally {
-        off();
-        sig.removeEventListener("abort", onAbort);
+        // A completion that failed (a serialization failure under REPEATABLE READ, a lost connection)
+        // may mean the attempt was lost: asked in a statement of its own, a lost lease is said so.
+        if (completing && !(await current(engine, job).catch(() => true))) {
+          state.leaseLost = true;
+          throw new LeaseLostError(
+            job.id,
+            job.lease,
+            `${new LeaseLostError(job.id, job.lease).message} (${describeThrown(e)})`,
+          );
+        }
+        throw e;
       }
-    },
-  };
+      state.snapshotOpen = false;
+      state.completed = { result: value === undefined ? null : value };
+      return value;
+    })();
+    state.pending = run.finally(() => (state.pending = null)).catch(() => {});
+    return run;
+  }
+
+  private async waitFor(callbackId: string): Promise<unknown> {
+    const { job, engine } = this;
+    const wake = new Wakeup();
+    const off = this.waiters.on(callbackId, () => wake.notify());
+    const onAbort = () => wake.notify();
+    const sig = this.signal;
+    sig.addEventListener("abort", onAbort);
+    try {
+      await engine.park({ id: job.id, lease: job.lease, callbackId });
+      for (;;) {
+        if (sig.aborted) throw new CallbackEndedError(`wait aborted: ${sig.reason}`);
+        const cb = await engine.getCallback(callbackId);
+        if (!cb || cb.jobId !== job.id) {
+          throw new CallbackEndedError(`callback ${callbackId} not found for this job`);
+        }
+        if (cb.state === "completed") {
+          if (cb.resolution === "resumed") return cb.payload;
+          throw new CallbackEndedError(`job ${job.id} was completed through its callback`);
+        }
+        if (cb.state === "failed") throw new CallbackEndedError(`callback failed: ${cb.error}`);
+        if (cb.state === "expired") throw new CallbackEndedError("callback timed out");
+        if (cb.state === "superseded") {
+          throw new CallbackEndedError("callback superseded by a later attempt");
+        }
+        await wake.wait(this.pollMs);
+      }
+    } finally {
+      off();
+      sig.removeEventListener("abort", onAbort);
+    }
+  }
+}
+
+/** The context's functions, made on first use. */
+type FnName = "enqueue" | "enqueueMany" | "transaction" | "progress" | "registerCallback" | "waitForCallback";
+
+/** Refuses a `tx` option: `ctx.enqueue` joins the handler's `ctx.transaction`, never a transaction of the caller's. */
+function noTx(opts: unknown, what: string): void {
+  if (opts && typeof opts === "object" && "tx" in opts) {
+    throw new ValidationError(
+      `${what} takes no tx: use client.enqueue(kind, args, { tx }) for your own transaction`,
+    );
+  }
 }
 
 /** Whether the attempt is still the job's current one (running or parked under this lease). */

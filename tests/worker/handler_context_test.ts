@@ -168,3 +168,40 @@ Deno.test("ctx.enqueue: follow-up jobs through the worker's client, validated by
     await drop();
   }
 });
+
+Deno.test("ctx's functions work when taken out of it (destructured), and each is the same function on every read", async () => {
+  const { client, drop } = await testClient();
+  const seen: { same: boolean; child: number; keys: string[] }[] = [];
+  const { stop } = await startWorker(client, {
+    handlers: {
+      parent: async (_job, ctx) => {
+        const { enqueue, progress, logger, signal, traceparent } = ctx;
+        progress({ step: 1 });
+        const child = await enqueue("child", { from: "destructured" });
+        logger.info("enqueued a child");
+        seen.push({
+          same: ctx.enqueue === enqueue && ctx.progress === progress && !signal.aborted &&
+            (traceparent === null || typeof traceparent === "string"),
+          child: child.id,
+          keys: ["signal", "logger", "enqueue", "enqueueMany", "transaction", "progress", "registerCallback"]
+            .filter((k) => !(k in ctx)),
+        });
+        return null;
+      },
+      child: () => null,
+    },
+  });
+  try {
+    const job = await client.enqueue("parent", {});
+    await finished(client, job.id);
+    assert.equal(seen.length, 1);
+    assert.equal(seen[0].same, true);
+    assert.deepEqual(seen[0].keys, [], "every member is there");
+    const child = await finished(client, seen[0].child);
+    assert.equal(child?.state, "completed");
+    assert.deepEqual(child?.args, { from: "destructured" });
+  } finally {
+    await stop();
+    await drop();
+  }
+});
