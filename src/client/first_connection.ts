@@ -57,6 +57,7 @@ export function deadlineDriver(open: () => Sql, timeoutMs: number, pooler: Poole
   const gated = <T>(f: () => Promise<T>): Promise<T> => (connected ? f() : ready().then(f));
   const db: Db = {
     query: (text, params) => gated(() => inner.db.query(text, params)),
+    values: inner.db.values ? (text, params) => gated(() => inner.db.values!(text, params)) : undefined,
     exec: (text) => gated(() => inner.db.exec(text)),
     begin: (fn) => gated(() => inner.db.begin(fn)),
   };

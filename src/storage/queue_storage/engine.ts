@@ -188,37 +188,49 @@ export class QueueStorageEngine implements StorageEngine {
   }
 
   async claim(req: ClaimRequest): Promise<Claimed> {
-    const rows = await this.db.query(
+    const text =
       `select * from ${this.qsSchema}.claim_next($1, $2, $3, $4, $5::text::jsonb, $6::text::jsonb, $7, $8::text::bigint[],
-                                                 $9::text::bigint[], $10::text::integer[])`,
-      [
-        req.queue,
-        req.limit,
-        req.free,
-        req.runtimeId,
-        policiesJson(req),
-        JSON.stringify(req.callbackTimeoutsMs),
-        Math.max(0, Math.round(req.prefetchTtlMs)),
-        this.exhaustedFor(req.queue),
-        req.ended?.length ? `{${req.ended.map((a) => a.id).join(",")}}` : "{}",
-        req.ended?.length ? `{${req.ended.map((a) => a.lease).join(",")}}` : "{}",
-      ],
-    );
+                                                 $9::text::bigint[], $10::text::integer[])`;
+    const params = [
+      req.queue,
+      req.limit,
+      req.free,
+      req.runtimeId,
+      policiesJson(req),
+      JSON.stringify(req.callbackTimeoutsMs),
+      Math.max(0, Math.round(req.prefetchTtlMs)),
+      this.exhaustedFor(req.queue),
+      req.ended?.length ? `{${req.ended.map((a) => a.id).join(",")}}` : "{}",
+      req.ended?.length ? `{${req.ended.map((a) => a.lease).join(",")}}` : "{}",
+    ];
+    const rows: ClaimRow[] = this.db.values
+      ? await this.db.values(text, params)
+      : (await this.db.query(text, params)).map((r) => Object.values(r));
     // A last row without a job: the queue counts units (concurrency, per key), and a limit cut the claim
     // short when it names one.
     const last = rows[rows.length - 1];
-    const marker = last && last.job_id === null ? rows.pop()! : undefined;
-    const throttle = marker?.throttled ? throttleOf(marker) : undefined;
-    inClaimOrder(rows);
+    const marker = last && last[C.job_id] === null ? rows.pop()! : undefined;
+    const throttle = marker?.[C.throttled]
+      ? throttleOf({ throttled: marker[C.throttled], in_use: marker[C.in_use], retry_at: marker[C.retry_at] })
+      : undefined;
+    inClaimOrder(rows, C.priority, C.seq);
+    // The claim time comes with the first row of the claim only (claim_next sends per row only what differs).
+    let claimedAt: Date | null = null;
+    for (const r of rows) {
+      if (r[C.claimed_at]) {
+        claimedAt = r[C.claimed_at];
+        break;
+      }
+    }
     const jobs: Claimed = rows.map((r) => {
-      const job = claimedJob(r);
-      const loc: Locator = { slot: Number(r.slot), claim: Number(r.claim_id) };
-      if (r.unique_key !== null) loc.unique_key = r.unique_key;
+      const job = claimedJob(r, req.queue, claimedAt!);
+      const loc: Locator = { slot: Number(r[C.slot]), claim: Number(r[C.claim_id]) };
+      if (r[C.unique_key] !== null) loc.unique_key = r[C.unique_key];
       this.locators.set(`${job.id}:${job.lease}`, loc);
       return job;
     });
     if (throttle) jobs.throttle = throttle;
-    if (marker && marker.throttled !== "rate") jobs.countsUnits = true;
+    if (marker && marker[C.throttled] !== "rate") jobs.countsUnits = true;
     return jobs;
   }
 
@@ -755,47 +767,88 @@ function arrayElement(s: string): string {
  * Puts a claim's rows in claim order (priority, then lane position), in which held jobs start: the claim
  * returns them in that order without a final sort, which this check does not take on trust.
  */
-export function inClaimOrder(rows: Row[]): void {
+export function inClaimOrder(
+  rows: Record<string | number, any>[],
+  priority: string | number = "priority",
+  seq: string | number = "seq",
+): void {
   for (let i = 1; i < rows.length; i++) {
     const a = rows[i - 1], b = rows[i];
-    if (a.priority > b.priority || (a.priority === b.priority && a.seq > b.seq)) {
-      rows.sort((x, y) => x.priority - y.priority || x.seq - y.seq);
+    if (a[priority] > b[priority] || (a[priority] === b[priority] && a[seq] > b[seq])) {
+      rows.sort((x, y) => x[priority] - y[priority] || x[seq] - y[seq]);
       return;
     }
   }
 }
 
-/** A Job from a row of `claim()`. */
-function claimedJob(r: Row): Job {
+/**
+ * The columns of `claim_next()` by position: the claim reads its rows as arrays (`Db.values`), since an object
+ * per row with 31 properties, as the driver builds it, was a quarter of what the worker allocated per job.
+ */
+const C = {
+  slot: 0,
+  priority: 2,
+  seq: 4,
+  job_id: 5,
+  kind: 6,
+  args: 7,
+  attempt: 8,
+  max_attempts: 9,
+  lease: 10,
+  run_at: 11,
+  created_at: 12,
+  errors: 13,
+  tags: 14,
+  metadata: 15,
+  unique_key: 16,
+  trace_context: 17,
+  claimed_at: 18,
+  deadline_at: 19,
+  prefetched: 20,
+  effective_max_attempts: 21,
+  callback_id: 23,
+  callback_timeout_at: 24,
+  claim_id: 25,
+  limit_key: 26,
+  throttled: 27,
+  in_use: 28,
+  retry_at: 29,
+} as const;
+/** A row of `claim_next()` as an array of its columns. */
+type ClaimRow = any[];
+
+/** A Job from a row of `claim_next()` of `queue`, claimed at `claimedAt`. */
+function claimedJob(r: ClaimRow, queue: string, claimedAt: Date): Job {
+  const prefetched = r[C.prefetched];
   const job: Job = {
-    id: Number(r.job_id),
-    kind: r.kind,
-    queue: r.queue,
-    args: r.args ?? {},
+    id: Number(r[C.job_id]),
+    kind: r[C.kind],
+    queue,
+    args: r[C.args] ?? {},
     state: "running",
-    priority: Number(r.priority),
-    attempt: Number(r.attempt),
-    maxAttempts: Number(r.max_attempts),
-    effectiveMaxAttempts: r.effective_max_attempts === null ? null : Number(r.effective_max_attempts),
-    runAt: r.run_at,
-    createdAt: r.created_at,
-    claimedAt: r.claimed_at,
-    attemptedAt: r.prefetched ? null : r.claimed_at,
+    priority: Number(r[C.priority]),
+    attempt: Number(r[C.attempt]),
+    maxAttempts: Number(r[C.max_attempts]),
+    effectiveMaxAttempts: r[C.effective_max_attempts] === null ? null : Number(r[C.effective_max_attempts]),
+    runAt: r[C.run_at],
+    createdAt: r[C.created_at],
+    claimedAt,
+    attemptedAt: prefetched ? null : claimedAt,
     finalizedAt: null,
-    heartbeatAt: r.claimed_at,
-    deadlineAt: r.deadline_at ?? null,
-    errors: readJobErrors(r.errors),
-    tags: r.tags ?? [],
-    metadata: r.metadata ?? {},
+    heartbeatAt: claimedAt,
+    deadlineAt: r[C.deadline_at] ?? null,
+    errors: readJobErrors(r[C.errors]),
+    tags: r[C.tags] ?? [],
+    metadata: r[C.metadata] ?? {},
     result: null,
-    uniqueKey: r.unique_key ?? null,
-    limitKey: r.limit_key ?? null,
-    callbackId: r.callback_id ?? null,
-    callbackTimeoutAt: r.callback_timeout_at ?? null,
-    lease: Number(r.lease),
+    uniqueKey: r[C.unique_key] ?? null,
+    limitKey: r[C.limit_key] ?? null,
+    callbackId: r[C.callback_id] ?? null,
+    callbackTimeoutAt: r[C.callback_timeout_at] ?? null,
+    lease: Number(r[C.lease]),
     attemptedBy: null,
   };
-  if (r.trace_context) job.traceContext = r.trace_context;
-  if (r.prefetched) job.prefetched = true;
+  if (r[C.trace_context]) job.traceContext = r[C.trace_context];
+  if (prefetched) job.prefetched = true;
   return job;
 }
