@@ -9,6 +9,7 @@ import {
   type Context,
   context,
   isSpanContextValid,
+  ProxyTracerProvider,
   ROOT_CONTEXT,
   type Span,
   type SpanContext,
@@ -26,6 +27,18 @@ const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$
 /** The tracer of svc (the global provider's, looked up when a span starts). */
 export function tracer(): Tracer {
   return trace.getTracer("svc");
+}
+
+/** The provider the API delegates to while none is registered. */
+const NO_PROVIDER = new ProxyTracerProvider().getDelegate();
+
+/**
+ * Whether a tracer provider is registered with the API now. Without one every span is a non-recording span
+ * that carries only its parent's context, so an attempt whose job has no producer context needs no span.
+ */
+export function tracerRegistered(): boolean {
+  const p = trace.getTracerProvider();
+  return !(p instanceof ProxyTracerProvider) || p.getDelegate() !== NO_PROVIDER;
 }
 
 /** A span context as a W3C traceparent. */

@@ -21,6 +21,7 @@ import {
   bindAttemptContext,
   endAttemptSpan,
   startAttemptSpan,
+  tracerRegistered,
   withContext,
 } from "../metrics/tracing.ts";
 
@@ -117,7 +118,11 @@ export function execute(
     const m = d.jobMetrics(job);
     const startedAt = Date.now();
     m.pickupLag.observe(Math.max(0, startedAt - job.runAt.getTime()) / 1000);
-    const t: AttemptTrace | null = d.traceKind ? startAttemptSpan(job, d.traceKind(job)) : null;
+    // No span when nothing would record it and there is no producer context to pass on (an attempt's span
+    // without a provider is a non-recording span that carries only its parent's context).
+    const t: AttemptTrace | null = d.traceKind && (job.traceContext || tracerRegistered())
+      ? startAttemptSpan(job, d.traceKind(job))
+      : null;
     if (!runner) {
       outcome = { ok: false, error: new Error(`no handler registered for kind ${job.kind} in this worker`) };
     } else {
