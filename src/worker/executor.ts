@@ -137,8 +137,18 @@ export function execute(
         { logger: d.logger, enqueuer: d.enqueuer, keep: d.keepCompleted, tx, progress: d.progress },
       );
       if (t) bindAttemptContext(ctx, t.context);
-      const run = async () => await runner.run(job, ctx);
-      const p = t ? withContext(t.context, run) : run();
+      let p: Promise<unknown>;
+      if (t) p = withContext(t.context, async () => await runner.run(job, ctx));
+      else {
+        // Called directly (no async wrapper per attempt): a handler that throws before it returns a
+        // promise rejects the same way.
+        try {
+          const v = runner.run(job, ctx);
+          p = v instanceof Promise ? v : Promise.resolve(v);
+        } catch (e) {
+          p = Promise.reject(e);
+        }
+      }
       handlerReturned = false;
       // The handler's outcome, or null once the attempt is aborted (the handler may still be running).
       outcome = await new Promise<Outcome | null>((resolve) => {
