@@ -85,7 +85,10 @@ export class RoutedEngine implements StorageEngine {
   private qs: QueueStorageEngine | null = null;
   private state: Promise<{ mode: Mode; transition: string }> | null = null;
   private readAt = 0;
-  /** Which engine claimed an attempt (`id:lease`), for its outcome. */
+  /**
+   * Which engine claimed an attempt (`id:lease`), for its outcome: kept only while two engines claim (the
+   * mixed transition); with one, the mode names the owner.
+   */
   private readonly owners = new Map<string, StorageEngine>();
   private readonly liveWithinMs: number;
 
@@ -186,6 +189,11 @@ export class RoutedEngine implements StorageEngine {
     items: T[],
     f: (e: StorageEngine, xs: T[]) => Promise<R[]>,
   ): Promise<R[]> {
+    if (this.owners.size === 0) {
+      // Nothing claimed during a mixed transition is in flight: one engine owns every attempt.
+      const mode = await this.mode();
+      if (mode !== "mixed") return await f(mode === "canonical" ? this.canonical : this.qs!, items);
+    }
     const groups = new Map<StorageEngine, T[]>();
     for (const it of items) {
       // The owner map answers on the hot path; only an attempt it does not know costs an await.
@@ -205,11 +213,12 @@ export class RoutedEngine implements StorageEngine {
 
   async claim(req: ClaimRequest): Promise<Claimed> {
     const out: Claimed = [];
-    for (const e of await this.active()) {
+    const engines = await this.active();
+    for (const e of engines) {
       const limit = req.limit - out.length;
       if (limit <= 0) break;
       const jobs = await e.claim({ ...req, limit, free: Math.max(0, req.free - out.length) });
-      for (const j of jobs) this.owners.set(`${j.id}:${j.lease}`, e);
+      if (engines.length > 1) { for (const j of jobs) this.owners.set(`${j.id}:${j.lease}`, e); }
       out.push(...jobs);
       // Each engine's claim takes what the queue's limits leave after the other's (the same claim lock and
       // log): the answer is throttled when the last engine asked was.

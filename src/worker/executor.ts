@@ -269,7 +269,9 @@ async function record(
     // A result PostgreSQL cannot store fails this attempt for good, before it reaches a batch.
     let resultJson: string;
     try {
-      resultJson = checkJsonValue("result", v === undefined ? null : v, { exactNumbers: true });
+      resultJson = v === undefined || v === null
+        ? "null"
+        : checkJsonValue("result", v, { exactNumbers: true });
     } catch (e) {
       const why = describeThrown(e).replace(/^result:? /, "");
       return await fail(job, `result cannot be stored: ${why}`, true, undefined, d, e);

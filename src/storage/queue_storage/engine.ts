@@ -74,6 +74,8 @@ import { Batcher, ItemFailure } from "../../db/batcher.ts";
  * the job's unique key, which its completion releases.
  */
 interface Locator {
+  /** The attempt's run lease (the map is keyed by job id alone). */
+  lease: number;
   slot: number;
   claim: number;
   unique_key?: string;
@@ -122,7 +124,12 @@ export class QueueStorageEngine implements StorageEngine {
   readonly samples: SampleStore;
   readonly callbackSql: CallbackSql;
   private readonly qsSchema: string;
-  private readonly locators = new Map<string, Locator>();
+  /**
+   * Where each attempt this engine claimed sits in the ring, by job id (a number key: no string per job). A
+   * newer attempt of the same job replaces the entry; the older one then closes without a locator, through
+   * the path for attempts claimed elsewhere.
+   */
+  private readonly locators = new Map<number, Locator>();
   /** Per queue: the ring generations it has nothing left to claim in (a bigint[] literal), and when read. */
   private readonly exhausted = new Map<string, { gens: string; at: number }>();
   private readonly refreshing = new Set<string>();
@@ -168,11 +175,21 @@ export class QueueStorageEngine implements StorageEngine {
 
   /** An attempt with its locator when this engine claimed it. */
   private ref(a: AttemptRef): Record<string, unknown> {
-    return { id: a.id, lease: a.lease, ...this.locators.get(`${a.id}:${a.lease}`) };
+    const loc = this.locator(a);
+    if (!loc) return { id: a.id, lease: a.lease };
+    const r: Record<string, unknown> = { id: a.id, lease: a.lease, slot: loc.slot, claim: loc.claim };
+    if (loc.unique_key !== undefined) r.unique_key = loc.unique_key;
+    return r;
+  }
+
+  /** The locator of this attempt (none when this engine did not claim it, or claimed a later attempt since). */
+  private locator(a: AttemptRef): Locator | undefined {
+    const loc = this.locators.get(a.id);
+    return loc && loc.lease === a.lease ? loc : undefined;
   }
 
   private forget(a: AttemptRef): void {
-    this.locators.delete(`${a.id}:${a.lease}`);
+    if (this.locators.get(a.id)?.lease === a.lease) this.locators.delete(a.id);
   }
 
   forgetAttempt(a: AttemptRef): void {
@@ -224,9 +241,9 @@ export class QueueStorageEngine implements StorageEngine {
     }
     const jobs: Claimed = rows.map((r) => {
       const job = claimedJob(r, req.queue, claimedAt!);
-      const loc: Locator = { slot: Number(r[C.slot]), claim: Number(r[C.claim_id]) };
+      const loc: Locator = { lease: job.lease, slot: Number(r[C.slot]), claim: Number(r[C.claim_id]) };
       if (r[C.unique_key] !== null) loc.unique_key = r[C.unique_key];
-      this.locators.set(`${job.id}:${job.lease}`, loc);
+      this.locators.set(job.id, loc);
       return job;
     });
     if (throttle) jobs.throttle = throttle;
@@ -268,7 +285,7 @@ export class QueueStorageEngine implements StorageEngine {
   ): Promise<Row[]> {
     if (items.length === 0) return [];
     const json = JSON.stringify(items.map((it, ord) => {
-      const loc = this.locators.get(`${it.id}:${it.lease}`);
+      const loc = this.locator(it);
       return { ...it, id: it.id, lease: it.lease, slot: loc?.slot, ord };
     }));
     try {
@@ -322,7 +339,7 @@ export class QueueStorageEngine implements StorageEngine {
     let ids = "", leases = "", slots = "", claims = "", started = "", results = "", keys = "";
     for (let i = 0; i < items.length; i++) {
       const c = items[i];
-      const loc = this.locators.get(`${c.id}:${c.lease}`);
+      const loc = this.locator(c);
       const sep = i ? "," : "";
       ids += sep + c.id;
       leases += sep + c.lease;
