@@ -59,15 +59,12 @@ declare
     select n.slot, n.queue, n.priority, n.shard, min(n.seq), max(n.seq), min(n.claim), count(*), p_worker,
            min(n.claim_time), p_policies, v_ttl, min(n.deadline_at)
       from numbered n group by n.slot, n.queue, n.priority, n.shard)/*callbacks*//*units*/
-  -- Only what differs from job to job is sent per row: the worker knows the queue, the claim time is the
-  -- first row's, an empty errors, tags or metadata and a job that is not held are null, and the lane shard is
-  -- not read (each value the driver decodes is an allocation in the worker: fewer of them per job is the
-  -- cheaper claim, ADR 008). svc_qs.claim, for workers of earlier versions, puts them back.
-  select n.slot, null::text, n.priority, null::smallint, n.seq, n.job_id, n.kind, n.args, n.attempt + 1,
-         n.max_attempts, n.lease + 1, n.run_at, n.created_at, nullif(n.errors, '[]'::jsonb),
-         nullif(n.tags, '{}'::text[]), nullif(n.metadata, '{}'::jsonb), n.unique_key, n.trace_context,
-         case when n.ordinality = 1 then n.claim_time end, n.deadline_at, nullif(n.pre, false), n.eff, n.retry_ms,
-         n.cb_id, n.cb_deadline, n.claim, n.limit_key, null::text, null::integer, null::timestamptz, null::integer
+  -- Every column on every row: workers of the previous release read them by name from each row (this
+  -- release's worker takes the queue and the claim time once per claim, and reads the rows as arrays).
+  select n.slot, n.queue, n.priority, n.shard, n.seq, n.job_id, n.kind, n.args, n.attempt + 1, n.max_attempts,
+         n.lease + 1, n.run_at, n.created_at, n.errors, n.tags, n.metadata, n.unique_key, n.trace_context,
+         n.claim_time, n.deadline_at, n.pre, n.eff, n.retry_ms, n.cb_id, n.cb_deadline, n.claim, n.limit_key,
+         null::text, null::integer, null::timestamptz, null::integer
     from numbered n;$body$;
   -- The general claim: the candidates of every slot that may hold rows, merged by priority and position.
   v_stmt text := replace(v_body, '/*ranked*/', $ranked$(
@@ -380,17 +377,12 @@ returns table (slot smallint, queue text, priority smallint, shard smallint, seq
                callback_timeout_at timestamptz, claim_id bigint, limit_key text)
 language plpgsql set search_path from current set jit = off as $$
 begin
-  -- claim_next leaves out what is the same for the whole claim or empty (see the claim's statement); the
-  -- rows of earlier versions had every column.
-  return query select c.slot, p_queue, c.priority, r.shard, c.seq, c.job_id, c.kind, c.args, c.attempt,
-                      c.max_attempts, c.lease, c.run_at, c.created_at, coalesce(c.errors, '[]'),
-                      coalesce(c.tags, '{}'), coalesce(c.metadata, '{}'), c.unique_key, c.trace_context,
-                      max(c.claimed_at) over (), c.deadline_at, coalesce(c.prefetched, false),
-                      c.effective_max_attempts, c.retry_delay_ms, c.callback_id, c.callback_timeout_at, c.claim_id,
-                      c.limit_key
+  return query select c.slot, c.queue, c.priority, c.shard, c.seq, c.job_id, c.kind, c.args, c.attempt,
+                      c.max_attempts, c.lease, c.run_at, c.created_at, c.errors, c.tags, c.metadata, c.unique_key,
+                      c.trace_context, c.claimed_at, c.deadline_at, c.prefetched, c.effective_max_attempts,
+                      c.retry_delay_ms, c.callback_id, c.callback_timeout_at, c.claim_id, c.limit_key
                  from svc_qs.claim_next(p_queue, p_limit, p_free, p_worker, p_policies, p_callbacks,
                                         p_prefetch_ttl_ms, p_skip) c
-                 left join svc_qs.ready r on r.job_id = c.job_id and r.lease = c.lease - 1 and r.slot = c.slot
                 where c.job_id is not null;
 end $$;
 

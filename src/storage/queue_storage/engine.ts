@@ -231,7 +231,7 @@ export class QueueStorageEngine implements StorageEngine {
       ? throttleOf({ throttled: marker[C.throttled], in_use: marker[C.in_use], retry_at: marker[C.retry_at] })
       : undefined;
     inClaimOrder(rows, C.priority, C.seq);
-    // The claim time comes with the first row of the claim only (claim_next sends per row only what differs).
+    // One claim time for the claim's jobs (the same on every row), read once.
     let claimedAt: Date | null = null;
     for (const r of rows) {
       if (r[C.claimed_at]) {
