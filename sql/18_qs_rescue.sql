@@ -67,7 +67,11 @@ declare
   v_ids text[];
   v_found text[];
 begin
-  select coalesce(jsonb_object_agg(w.id, coalesce(w.swept_at - interval '10 seconds', '-infinity')), '{}')
+  -- A claim is a sign of life: a batch claimed within p_rescue_after_ms is left alone even when its runtime's
+  -- heartbeat is stale (a worker cut off from the database claims again before its next heartbeat lands), so
+  -- a sweep looks back that much further than its last one.
+  select coalesce(jsonb_object_agg(w.id, coalesce(w.swept_at - interval '10 seconds'
+                                                  - p_rescue_after_ms * interval '1 millisecond', '-infinity')), '{}')
     into v_dead
     from runtimes w where w.heartbeat_at < now() - p_rescue_after_ms * interval '1 millisecond';
   if p_unknown then
@@ -84,14 +88,16 @@ begin
   v_ids := array(select jsonb_object_keys(v_dead));
   with dead as (select key as worker, value #>> '{}' as since from jsonb_each(v_dead)),
   batches as (
-    select c.* from dead d join svc_qs.claims c on c.worker = d.worker and c.at >= d.since::timestamptz
+    select c.*, c.worker = any(v_ids) and c.at < now() - p_rescue_after_ms * interval '1 millisecond' as by_dead
+      from (select c.* from dead d join svc_qs.claims c on c.worker = d.worker and c.at >= d.since::timestamptz
+                                               and c.at < now() - p_rescue_after_ms * interval '1 millisecond'
     union
     select c.* from svc_qs.claims c
-     where c.deadline_at < now() - p_grace_ms * interval '1 millisecond' and c.deadline_at >= p_deadline_since),
+     where c.deadline_at < now() - p_grace_ms * interval '1 millisecond' and c.deadline_at >= p_deadline_since) c),
   -- Each batch's own ready rows (a range of its lane shard and slot): the rows of the batches found, never a
   -- join of every claim to every ready row.
   open_ring as (
-    select r.job_id, r.lease + 1 as lease, b.slot, b.worker = any(v_ids) as by_dead, b.worker
+    select r.job_id, r.lease + 1 as lease, b.slot, b.by_dead, b.worker
       from batches b
       cross join lateral (
         select r.job_id, r.lease, r.kind from svc_qs.ready r
@@ -99,7 +105,7 @@ begin
            and r.seq between b.first_seq and b.last_seq
            and not exists (select 1 from svc_qs.skipped s where s.queue = r.queue and s.priority = r.priority
                              and s.shard = r.shard and s.seq = r.seq and s.slot = r.slot)) r
-     where (b.worker = any(v_ids)
+     where (b.by_dead
             or b.at + ((b.policies -> r.kind ->> 'timeout_ms')::bigint + b.ttl_ms) * interval '1 millisecond'
                < now() - p_grace_ms * interval '1 millisecond')
        and not svc_qs.attempt_closed(r.job_id, r.lease + 1, b.slot, b.claim_id)),

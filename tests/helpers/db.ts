@@ -235,8 +235,9 @@ export async function liveRuntime(client: Client, id: string): Promise<void> {
 }
 
 /**
- * Makes a runtime look dead: its row (queue storage rescues by runtime) and its attempts' heartbeats
- * (canonical rescues by attempt) are 10 minutes old.
+ * Makes a runtime look dead: its row and its claims (queue storage rescues by runtime, and leaves a batch
+ * claimed within rescueAfter alone) and its attempts' heartbeats (canonical rescues by attempt) are 10
+ * minutes old.
  */
 export async function staleRuntime(client: Client, id: string): Promise<void> {
   await liveRuntime(client, id);
@@ -249,6 +250,20 @@ export async function staleRuntime(client: Client, id: string): Promise<void> {
       where attempted_by = $1 and state = 'running'`,
     [id],
   );
+  await ageClaims(client, id);
+}
+
+/**
+ * Makes a worker's queue-storage claims 10 minutes old: the leader's rescue leaves a batch claimed within
+ * rescueAfter alone (a claim is a sign of life), whatever the runtime's heartbeat says.
+ */
+export async function ageClaims(client: Client, worker: string): Promise<void> {
+  await client.sql.unsafe(
+    `update "${client.schema}_qs".claims set at = at - interval '10 minutes' where worker = $1`,
+    [worker],
+  ).catch((e) => {
+    if ((e as { code?: string }).code !== "42P01") throw e; // a schema without queue storage
+  });
 }
 
 /**

@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
 import type { Client } from "../../src/client/client.ts";
-import { DATABASE_URL, engineTest, waitFor, withSchema } from "../helpers/db.ts";
+import { ageClaims, DATABASE_URL, engineTest, waitFor, withSchema } from "../helpers/db.ts";
 import { claim } from "../helpers/claim.ts";
 
 type Sql = postgres.Sql;
@@ -128,6 +128,7 @@ engineTest(
       // The claim commits, but its worker is gone before it reads the rows (it has no runtimes row).
       assert.equal((await claim(client, "default", 1, "vanished"))[0].id, job.id);
       assert.equal((await client.getJob(job.id))!.state, "running");
+      await ageClaims(client, "vanished"); // a batch claimed within rescueAfter is left alone
       const rescued = await client.engine.rescue(60_000);
       assert.deepEqual(rescued.map((r) => [r.id, r.state]), [[job.id, "retryable"]]);
       assert.match((await client.getJob(job.id))!.errors[0].error, /heartbeat stale/);
@@ -142,6 +143,7 @@ engineTest(
       const [job] = await client.enqueueMany([{ kind: "k" }]);
       const [got] = await claim(client, "default", 1, "vanished");
       assert.equal(got.id, job.id);
+      await ageClaims(client, "vanished");
       const slot = await currentSlot(sql, schema);
       const rr = postgres(DATABASE_URL, { max: 1, onnotice: () => {} });
       try {

@@ -34,6 +34,26 @@ Deno.test("rescue: a passed deadline waits out the grace, then the attempt is re
     assert.match((await client.getJob(b.id))!.errors[0].error, /rescued: deadline exceeded/);
   }));
 
+Deno.test("rescue: an attempt claimed within rescueAfter is not rescued, even when its runtime's heartbeat is stale", () =>
+  withSchema(async (client) => {
+    // A worker cut off from the database (its heartbeats failing) claims again as soon as the server is back,
+    // before its next heartbeat lands: the claim itself shows it alive, so the leader waits rescueAfter from
+    // the claim (rescuing it then would run the job twice and free its unit of a concurrency limit while its
+    // handler runs).
+    const [job] = await client.enqueueMany([{ kind: "k" }]);
+    await liveRuntime(client, "rt-late");
+    await client.sql.unsafe(
+      `update "${client.schema}".runtimes set heartbeat_at = now() - interval '10 minutes' where id = 'rt-late'`,
+    );
+    assert.equal((await claim(client, "default", 1, "rt-late"))[0].id, job.id);
+    assert.deepEqual(await client.engine.rescue(60_000), [], "claimed just now");
+    assert.equal((await client.getJob(job.id))!.state, "running");
+    // Once the claim is older than rescueAfter too, the attempt is rescued (here rescueAfter is 10 ms).
+    await new Promise((r) => setTimeout(r, 50));
+    const rescued = await client.engine.rescue(10);
+    assert.deepEqual(rescued.map((r) => [r.id, r.state]), [[job.id, "retryable"]]);
+  }));
+
 engineTest(
   "queue_storage",
   "rescue: a dead runtime's row is written when a sweep finds its attempts, not on every sweep after",

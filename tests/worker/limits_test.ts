@@ -4,7 +4,15 @@
  * tests are in limits_processes_test.ts).
  */
 import assert from "node:assert/strict";
-import { allJobsSql, canonicalDb, liveRuntimeBoth, TEST_ENGINE, waitFor, withSchema } from "../helpers/db.ts";
+import {
+  ageClaims,
+  allJobsSql,
+  canonicalDb,
+  liveRuntimeBoth,
+  TEST_ENGINE,
+  waitFor,
+  withSchema,
+} from "../helpers/db.ts";
 import { claim } from "../helpers/claim.ts";
 import { ValidationError } from "../../src/errors.ts";
 import type { Client } from "../../src/client/client.ts";
@@ -417,6 +425,7 @@ Deno.test({
       await client.setQueueLimit("r", { concurrency: 2 });
       assert.equal((await claim(client, "r", 4, "gone:1")).length, 2);
       assert.equal((await claim(client, "r", 4, "other:1")).length, 0);
+      await ageClaims(client, "gone:1"); // claimed longer ago than rescueAfter
       const rescued = await client.engine.rescue(60_000); // gone:1 has no runtime row: presumed dead
       assert.equal(rescued.length, 2);
       assert.equal((await claim(client, "r", 4, "other:1")).length, 2, "the units came back");
