@@ -132,11 +132,16 @@ begin
   if jsonb_array_length(v_items) = 0 then
     return;
   end if;
+  -- Each attempt closed here is told on the cancel channel, as canonical's rescue does: a handler still
+  -- running it (a process whose heartbeats stopped reaching the database while it ran) is aborted.
   return query
+    with c as (select * from svc_qs.close_attempts(v_items)),
+    told as (select pg_notify(current_schema() || '_cancel', c.job_id::text) from c)
     select c.job_id, x ->> 'kind', c.state, i ->> 'reason'
-      from svc_qs.close_attempts(v_items) c
+      from c
       join jsonb_array_elements(v_items) i on (i ->> 'ord')::integer = c.ord
-      left join lateral (select svc_qs.get_job(c.job_id) as x) g on true;
+      left join lateral (select svc_qs.get_job(c.job_id) as x) g on true
+     where (select count(*) from told) >= 0;
 end $$;
 
 -- Moves attempts claimed more than p_after_ms ago in slot p_slot out of the ring (closure `move`, a parked

@@ -6,7 +6,7 @@
  */
 import { claim } from "../helpers/claim.ts";
 import assert from "node:assert/strict";
-import { grantWorkerRole, makeDue, testClient, waitFor } from "../helpers/db.ts";
+import { grantWorkerRole, makeDue, staleRuntime, testClient, waitFor } from "../helpers/db.ts";
 import { claimsRun, startWorker } from "../helpers/worker.ts";
 import { spawnFixture } from "../helpers/process.ts";
 import { CallbackEndedError, type Job, type JobContext, snooze, TerminalError } from "../../mod.ts";
@@ -112,6 +112,43 @@ Deno.test("default backoff: 2^attempt seconds plus up to 25 % jitter", async () 
     const r = (await client.getJob(j.id))!;
     const delay = r.runAt.getTime() - new Date(r.errors[0].at).getTime();
     assert.ok(delay >= 1900 && delay <= 2600, `delay ${delay} ms for attempt 1`);
+  } finally {
+    await stop();
+    await drop();
+  }
+});
+
+Deno.test("a running attempt the leader rescues (its process's heartbeats stale) has its abort signal fired; its late result changes nothing", async () => {
+  const { client, drop } = await testClient();
+  let seenReason: unknown = null;
+  let started = false;
+  // Heartbeats and the worker's own rescue far apart, so that the test decides when the runtime looks dead.
+  const { worker, stop } = await startWorker(client, {
+    heartbeatInterval: 60_000,
+    rescueAfter: 600_000,
+    handlers: {
+      slow: (_job: Job, ctx: JobContext) =>
+        new Promise((resolve) => {
+          started = true;
+          ctx.signal.addEventListener("abort", () => {
+            seenReason = ctx.signal.reason;
+            resolve("late");
+          });
+        }),
+    },
+  });
+  try {
+    const j = await client.enqueue("slow", {});
+    await waitFor(() => started, 5000, "handler start");
+    await staleRuntime(client, worker.id);
+    const rescued = await client.engine.rescue(60_000);
+    assert.deepEqual(rescued.map((r) => [r.id, r.state]), [[j.id, "retryable"]]);
+    await waitFor(() => seenReason !== null, 5000, "abort signal");
+    assert.equal(seenReason, "cancelled");
+    await new Promise((r) => setTimeout(r, 200));
+    const after = (await client.getJob(j.id))!;
+    assert.equal(after.state, "retryable", "the handler's late result changes nothing");
+    assert.match(after.errors[0].error, /rescued: heartbeat stale/);
   } finally {
     await stop();
     await drop();
