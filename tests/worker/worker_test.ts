@@ -118,33 +118,37 @@ Deno.test("default backoff: 2^attempt seconds plus up to 25 % jitter", async () 
   }
 });
 
+/** A handler that starts and waits for its abort signal, then resolves with `result`; `seen` records both. */
+function waitsForAbort(result: string) {
+  const seen = { started: false, reason: null as unknown };
+  const handler = (_job: Job, ctx: JobContext) =>
+    new Promise((resolve) => {
+      seen.started = true;
+      ctx.signal.addEventListener("abort", () => {
+        seen.reason = ctx.signal.reason;
+        resolve(result);
+      });
+    });
+  return { seen, handler };
+}
+
 Deno.test("a running attempt the leader rescues (its process's heartbeats stale) has its abort signal fired; its late result changes nothing", async () => {
   const { client, drop } = await testClient();
-  let seenReason: unknown = null;
-  let started = false;
+  const { seen, handler } = waitsForAbort("late");
   // Heartbeats and the worker's own rescue far apart, so that the test decides when the runtime looks dead.
   const { worker, stop } = await startWorker(client, {
     heartbeatInterval: 60_000,
     rescueAfter: 600_000,
-    handlers: {
-      slow: (_job: Job, ctx: JobContext) =>
-        new Promise((resolve) => {
-          started = true;
-          ctx.signal.addEventListener("abort", () => {
-            seenReason = ctx.signal.reason;
-            resolve("late");
-          });
-        }),
-    },
+    handlers: { slow: handler },
   });
   try {
     const j = await client.enqueue("slow", {});
-    await waitFor(() => started, 5000, "handler start");
+    await waitFor(() => seen.started, 5000, "handler start");
     await staleRuntime(client, worker.id);
     const rescued = await client.engine.rescue(60_000);
     assert.deepEqual(rescued.map((r) => [r.id, r.state]), [[j.id, "retryable"]]);
-    await waitFor(() => seenReason !== null, 5000, "abort signal");
-    assert.equal(seenReason, "cancelled");
+    await waitFor(() => seen.reason !== null, 5000, "abort signal");
+    assert.equal(seen.reason, "cancelled");
     await new Promise((r) => setTimeout(r, 200));
     const after = (await client.getJob(j.id))!;
     assert.equal(after.state, "retryable", "the handler's late result changes nothing");
@@ -157,27 +161,15 @@ Deno.test("a running attempt the leader rescues (its process's heartbeats stale)
 
 Deno.test("cancel of a running job fires its abort signal; cancel/retry state rules", async () => {
   const { client, drop } = await testClient();
-  let seenReason: unknown = null;
-  let started = false;
-  const { stop } = await startWorker(client, {
-    handlers: {
-      slow: (_job: Job, ctx: JobContext) =>
-        new Promise((resolve) => {
-          started = true;
-          ctx.signal.addEventListener("abort", () => {
-            seenReason = ctx.signal.reason;
-            resolve("ignored");
-          });
-        }),
-    },
-  });
+  const { seen, handler } = waitsForAbort("ignored");
+  const { stop } = await startWorker(client, { handlers: { slow: handler } });
   try {
     const j = await client.enqueue("slow", {});
-    await waitFor(() => started, 5000, "handler start");
+    await waitFor(() => seen.started, 5000, "handler start");
     const c = await client.cancel(j.id);
     assert.equal(c.state, "cancelled");
-    await waitFor(() => seenReason !== null, 3000, "abort signal");
-    assert.equal(seenReason, "cancelled");
+    await waitFor(() => seen.reason !== null, 3000, "abort signal");
+    assert.equal(seen.reason, "cancelled");
     await new Promise((r) => setTimeout(r, 200));
     const after = (await client.getJob(j.id))!;
     assert.equal(after.state, "cancelled", "the handler's late result changes nothing");
