@@ -19,6 +19,27 @@
 -- prune forwards unclaimed rows with their positions into the current slot, above every cursor).
 -- The slot count is fixed when queue storage is installed (storage_state.qs_slots), so the block below
 -- writes the branches for it.
+-- The claim ids' epoch (ADR 021). A claim commits without waiting for the WAL flush, so a server crash can
+-- lose the last claims: their jobs are available again, and the recovered claim_seq may hand their ids out
+-- again. Recovery empties the unlogged claim_epoch; the first claim after it comes here, under its own lock,
+-- and moves claim_seq to the clock in microseconds, beyond every id given out before (claims take far fewer
+-- than a million ids a second), so an outcome naming a lost claim matches no claim written since.
+create or replace function svc_qs.start_claim_epoch() returns void
+language plpgsql set search_path from current as $$
+declare
+  v_first bigint;
+begin
+  perform pg_advisory_xact_lock(hashtextextended('svc_qs' || ':claim_epoch', 0));
+  -- A new statement: it sees the row of a claim that started the epoch while this one waited.
+  if exists (select 1 from svc_qs.claim_epoch) then
+    return;
+  end if;
+  v_first := greatest((select s.last_value from svc_qs.claim_seq s),
+                      floor(extract(epoch from clock_timestamp()) * 1000000)::bigint);
+  perform setval('svc_qs.claim_seq', v_first);
+  insert into svc_qs.claim_epoch (first_claim) values (v_first + 1);
+end $$;
+
 do $gen$
 declare
   v_shards integer := (select qs_shards from storage_state);
@@ -190,6 +211,15 @@ begin
   select q.paused, q.limited into v_paused, v_limited from queues q where q.name = p_queue;
   if v_paused then
     return;
+  end if;
+  -- The claim commits without waiting for its WAL flush (ADR 021): a claim lost in a server crash leaves
+  -- its jobs available, and its worker's outcomes name a claim id no later claim has (claim_epoch). A limited
+  -- queue's claims stay durable: its units are counted from them.
+  if v_limited is not true then
+    perform set_config('synchronous_commit', 'off', true);
+  end if;
+  if not exists (select 1 from svc_qs.claim_epoch) then
+    perform svc_qs.start_claim_epoch();
   end if;
   -- A limited queue (ADR 019): the claim takes at most what its limits leave, counted under the lock; when
   -- a limit cut it short, a last row without a job says which, its use and when to ask again.

@@ -5,10 +5,12 @@
 -- Every other way an attempt ends.
 ------------------------------------------------------------------------------------------------------
 
--- Takes claimed attempts in the ring: items {ord, id, lease, action[, slot, started_at, result]}. Their
+-- Takes claimed attempts in the ring: items {ord, id, lease, action[, slot, claim, started_at, result]}. Their
 -- claim batches are locked in ascending order, then a new statement writes a closed row for each attempt
--- that no completion ended (the closed primary key makes the first writer win). Returns what it took:
--- the item's ord with the job's body and the attempt.
+-- that no completion ended (the closed primary key makes the first writer win). An item that names its
+-- claim (a worker's outcome) takes the attempt only from that claim: a claim lost in a server crash and
+-- made again since has another id (ADR 021). Returns what it took: the item's ord with the job's body, the
+-- attempt and its claim id.
 create or replace function svc_qs.take_ring(p_items jsonb) returns jsonb
 language plpgsql set search_path from current set jit = off set plan_cache_mode = force_generic_plan as $$
 declare
@@ -22,8 +24,9 @@ begin
                    order by a.claim_id)
     into v_att
     from jsonb_to_recordset(p_items) as i(ord integer, id bigint, lease integer, action text, slot smallint,
-                                          started_at timestamptz, result jsonb)
-    cross join lateral svc_qs.ring_attempt(i.id, i.lease, i.slot) a;
+                                          claim bigint, started_at timestamptz, result jsonb)
+    cross join lateral svc_qs.ring_attempt(i.id, i.lease, i.slot) a
+   where i.claim is null or a.claim_id = i.claim;
   if v_att is null then
     return '[]';
   end if;
@@ -42,7 +45,7 @@ begin
     returning slot, job_id, lease, started_at)
   select jsonb_agg(jsonb_build_object(
            'ord', (v_ord ->> (cl.job_id || ':' || cl.lease))::integer,
-           'job_id', cl.job_id, 'lease', cl.lease, 'source', 'ring', 'slot', cl.slot,
+           'job_id', cl.job_id, 'lease', cl.lease, 'source', 'ring', 'slot', cl.slot, 'claim_id', j.claim_id,
            'queue', j.queue, 'priority', j.priority, 'kind', j.kind, 'args', j.args, 'attempt', j.attempt,
            'max_attempts', j.max_attempts, 'run_at', j.run_at, 'created_at', j.created_at, 'errors', j.errors,
            'tags', j.tags, 'metadata', j.metadata, 'unique_key', j.unique_key, 'limit_key', j.limit_key,
@@ -68,10 +71,12 @@ begin
     -- A new statement: it sees parks committed while the first one waited.
     with got as (select coalesce(jsonb_object_agg(x ->> 'ord', true), '{}') as o from jsonb_array_elements(v_ring) x),
     inp as (
-      select i.* from jsonb_to_recordset(p_items) as i(ord integer, id bigint, lease integer), got
+      select i.* from jsonb_to_recordset(p_items) as i(ord integer, id bigint, lease integer, claim bigint), got
        where not (got.o ? i.ord::text)),
     del as (
-      delete from svc_qs.parked p using inp i where p.job_id = i.id and p.lease = i.lease
+      delete from svc_qs.parked p using inp i
+       where p.job_id = i.id and p.lease = i.lease
+         and (i.claim is null or p.claim_id is null or p.claim_id = i.claim)
       returning i.ord, p.*)
     select jsonb_agg(jsonb_build_object(
              'ord', d.ord, 'job_id', d.job_id, 'lease', d.lease, 'source', 'parked', 'queue', d.queue,
@@ -219,10 +224,10 @@ begin
     insert into svc_qs.parked (job_id, lease, state, queue, priority, kind, args, attempt, max_attempts, run_at,
                                created_at, errors, tags, metadata, unique_key, trace_context, claimed_at, attempted_at,
                                attempted_by, deadline_at, prefetched, effective_max_attempts, retry_delay_ms, limit_key,
-                               waiter)
+                               claim_id, waiter)
     select t.job_id, t.lease, p_state, t.queue, t.priority, t.kind, t.args, t.attempt, t.max_attempts,
            t.run_at, t.created_at, t.errors, t.tags, t.metadata, t.unique_key, t.trace_context, t.claimed_at, t.attempted_at,
-           t.attempted_by, t.deadline_at, false, t.effective_max_attempts, t.retry_delay_ms, t.limit_key,
+           t.attempted_by, t.deadline_at, false, t.effective_max_attempts, t.retry_delay_ms, t.limit_key, t.claim_id,
            -- what waits for the callback ('http' or 'in_process'): a concurrency limit counts HTTP parks only
            -- when the queue says so (ADR 019)
            case when p_state = 'waiting_external' then
@@ -232,7 +237,7 @@ begin
              args jsonb, attempt integer, max_attempts integer, run_at timestamptz, created_at timestamptz,
              errors jsonb, tags text[], metadata jsonb, unique_key text, trace_context text,
              claimed_at timestamptz, attempted_at timestamptz, attempted_by text, deadline_at timestamptz, effective_max_attempts integer,
-             retry_delay_ms bigint, limit_key text)
+             retry_delay_ms bigint, limit_key text, claim_id bigint)
     returning job_id;
 end $$;
 
@@ -264,7 +269,8 @@ begin
   -- Attempts already out of the ring (a resumed in-process waiter waits again): a new statement.
   return query
     update svc_qs.parked p set state = 'waiting_external'
-      from jsonb_to_recordset(v_items) as i(id bigint, lease integer)
+      from jsonb_to_recordset(v_items) as i(id bigint, lease integer, claim bigint)
      where p.job_id = i.id and p.lease = i.lease and p.state = 'running' and not (i.id = any(v_done))
+       and (i.claim is null or p.claim_id is null or p.claim_id = i.claim)
     returning p.job_id;
 end $$;

@@ -47,7 +47,7 @@ from .validation import (
 
 __all__ = ["Client", "EXPECTED_SCHEMA_VERSION", "DEFAULT_SCHEMA", "MAX_HEARTBEAT_SECONDS"]
 
-EXPECTED_SCHEMA_VERSION = 16
+EXPECTED_SCHEMA_VERSION = 17
 """The schema version this client needs (``svc migrate`` installs it); it runs on any newer one too."""
 
 DEFAULT_SCHEMA = "svc"

@@ -83,13 +83,17 @@ export class Completer {
         // The jobs stay `running` in the database: the heartbeat names them and the leader's rescue
         // retries them (at-least-once).
         this.logger.error(`svc: could not record ${items.length} completions: ${why}`);
-        for (const c of items) this.options.abandon?.(c, `could not record the completion: ${why}`);
+        for (const c of items) {
+          this.options.abandon?.(c, `could not record the completion: ${why}`);
+          this.engine.forgetAttempt?.(c); // the engine kept what it knew of the attempt for a retry
+        }
         return [];
       }
       if (items.length === 1) {
         await this.options.unstorable(items[0], why).catch((err) => {
           this.logger.error(`svc: could not fail job ${items[0].id}: ${describeThrown(err)}`);
           this.options.abandon?.(items[0], `could not record the failure: ${describeThrown(err)}`);
+          this.engine.forgetAttempt?.(items[0]);
         });
         return [];
       }

@@ -286,13 +286,14 @@ export class QueueStorageEngine implements StorageEngine {
     if (items.length === 0) return [];
     const json = JSON.stringify(items.map((it, ord) => {
       const loc = this.locator(it);
-      return { ...it, id: it.id, lease: it.lease, slot: loc?.slot, ord };
+      // The claim too: an outcome of a claim lost in a server crash must not end the claim made since (ADR 021).
+      return { ...it, id: it.id, lease: it.lease, slot: loc?.slot, claim: loc?.claim, ord };
     }));
-    try {
-      return await this.db.query(`select * from ${this.qsSchema}.${fn}($1::text::jsonb)`, [json]);
-    } finally {
-      items.forEach((it) => this.forget(it));
-    }
+    // The locators are kept until the statement has answered: a retry after an error (the connection lost in
+    // a server crash) still names the claim (ADR 021). An outcome given up for good is forgotten by its caller.
+    const rows = await this.db.query(`select * from ${this.qsSchema}.${fn}($1::text::jsonb)`, [json]);
+    items.forEach((it) => this.forget(it));
+    return rows;
   }
 
   async giveBack(items: AttemptRef[]): Promise<number[]> {
@@ -315,17 +316,15 @@ export class QueueStorageEngine implements StorageEngine {
   }
 
   private async completeVia(db: Db, items: Completion[], keep: boolean): Promise<number[]> {
-    try {
-      const a = this.completionArrays(items);
-      const rows = await db.query(
-        `select ${this.qsSchema}.complete_many($1::text::bigint[], $2::text::integer[], $3::text::smallint[],
-                $4::text::bigint[], $5::text::bigint[], $6::text::jsonb[], $7::text::text[], $8) as id`,
-        [a.ids, a.leases, a.slots, a.claims, a.started, a.results, a.uniqueKeys, keep],
-      );
-      return rows.map((r) => Number(r.id));
-    } finally {
-      items.forEach((c) => this.forget(c));
-    }
+    const a = this.completionArrays(items);
+    const rows = await db.query(
+      `select ${this.qsSchema}.complete_many($1::text::bigint[], $2::text::integer[], $3::text::smallint[],
+              $4::text::bigint[], $5::text::bigint[], $6::text::jsonb[], $7::text::text[], $8) as id`,
+      [a.ids, a.leases, a.slots, a.claims, a.started, a.results, a.uniqueKeys, keep],
+    );
+    // Kept until answered, as in closeWith: a retried completion still names its claim.
+    items.forEach((c) => this.forget(c));
+    return rows.map((r) => Number(r.id));
   }
 
   /**
