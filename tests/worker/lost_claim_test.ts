@@ -51,7 +51,7 @@ interface Run {
  * only then) claims whatever is available. B's handler waits until A's handler has returned and A has shut
  * down (its completion written or refused); then B returns. Returns what became of the job.
  */
-async function crashAfterClaim(pg: PgCluster): Promise<Run> {
+async function crashAfterClaim(pg: PgCluster, opts: { writeFirst?: boolean } = {}): Promise<Run> {
   const schema = freshSchema("lostclaim");
   const clients: Client[] = [];
   const workers: Worker[] = [];
@@ -74,17 +74,23 @@ async function crashAfterClaim(pg: PgCluster): Promise<Run> {
       leaderElectionInterval: 200,
       handlers: { probe },
     });
+  // The handler's own write to the same database, committed before the crash (writeFirst).
+  const effects = postgres(pg.url, { max: 1, onnotice: () => {} });
   try {
     const admin = client();
     await admin.migrate({ engine: TEST_ENGINE });
     const [job] = await admin.enqueueMany([{ kind: "probe", args: {} }]);
     const killed = await victim(pg.url);
+    if (opts.writeFirst) await effects.unsafe(`create table "${schema}".effects (job_id bigint, lease int)`);
     const releaseA = gate();
     let firstLease = 0;
     const startedA = gate();
     const a = worker(async (j) => {
       firstLease = j.lease;
-      // At once: the claim's WAL is still in the server's memory.
+      if (opts.writeFirst) {
+        await effects.unsafe(`insert into "${schema}".effects values ($1, $2)`, [j.id, j.lease]);
+      }
+      // At once: the claim's WAL is still in the server's memory (unless the write above flushed it).
       Deno.kill(killed.pid, "SIGKILL");
       killed.end();
       startedA.open();
@@ -132,6 +138,7 @@ async function crashAfterClaim(pg: PgCluster): Promise<Run> {
     );
     return { lost, firstLease, secondLease, finalResult: end?.result, finalState: String(end?.state) };
   } finally {
+    await effects.end({ timeout: 1 }).catch(() => {});
     await Promise.all(workers.map((w) => w.shutdown(1_000).catch(() => {})));
     await Promise.all(clients.map((c) => c.close().catch(() => {})));
   }
@@ -156,6 +163,20 @@ Deno.test("a server crash right after a claim: queue storage's lost claim is mad
     assert.equal(run.secondLease, run.firstLease, "the claim made again has the same run lease");
     assert.equal(run.finalState, "completed");
     assert.equal(run.finalResult, "B", "the attempt ended with the outcome of the claim that exists");
+  } finally {
+    await pg.destroy();
+  }
+});
+
+Deno.test("a server crash after the handler committed a write of its own: the write made the claim durable too; the first worker's completion stands", async () => {
+  // The WAL is flushed in order: the handler's synchronous commit flushed the claim's asynchronous one, so
+  // the attempt whose effect is in the database is the one that completes (no second run writes it again).
+  const pg = await startCluster({ settings: { wal_writer_delay: "10s", restart_after_crash: "on" } });
+  try {
+    const run = await crashAfterClaim(pg, { writeFirst: true });
+    assert.equal(run.lost, false, "the claim survived the crash");
+    assert.equal(run.finalState, "completed");
+    assert.equal(run.finalResult, "A");
   } finally {
     await pg.destroy();
   }

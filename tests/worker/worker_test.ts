@@ -135,10 +135,13 @@ function waitsForAbort(result: string) {
 Deno.test("a running attempt the leader rescues (its process's heartbeats stale) has its abort signal fired; its late result changes nothing", async () => {
   const { client, drop } = await testClient();
   const { seen, handler } = waitsForAbort("late");
-  // Heartbeats and the worker's own rescue far apart, so that the test decides when the runtime looks dead.
+  // Heartbeats and the worker's own rescue far apart, so that the test decides when the runtime looks dead:
+  // staleRuntime ages the heartbeat and the claim by 10 minutes, so the worker's own leader must wait longer
+  // than that (with exactly 10 minutes it rescued the attempt itself a few milliseconds later, now and then,
+  // and the test's rescue found nothing).
   const { worker, stop } = await startWorker(client, {
     heartbeatInterval: 60_000,
-    rescueAfter: 600_000,
+    rescueAfter: 3_600_000,
     handlers: { slow: handler },
   });
   try {
