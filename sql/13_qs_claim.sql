@@ -19,9 +19,10 @@
 -- prune forwards unclaimed rows with their positions into the current slot, above every cursor).
 -- The slot count is fixed when queue storage is installed (storage_state.qs_slots), so the block below
 -- writes the branches for it.
--- The claim ids' epoch (ADR 021). A claim commits without waiting for the WAL flush, so a server crash can
--- lose the last claims: their jobs are available again, and the recovered claim_seq may hand their ids out
--- again. Recovery empties the unlogged claim_epoch; the first claim after it comes here, under its own lock,
+-- The claim ids' epoch (ADR 021). A claim commits durably, but one can still be lost (a server run with
+-- synchronous_commit = off, a failover to a standby that had not received it): its jobs are available again,
+-- and the recovered claim_seq may hand its ids out again. Recovery after a crash empties the unlogged
+-- claim_epoch (a promoted standby has it empty); the first claim afterwards comes here, under its own lock,
 -- and moves claim_seq to the clock in microseconds, beyond every id given out before (claims take far fewer
 -- than a million ids a second), so an outcome naming a lost claim matches no claim written since.
 create or replace function svc_qs.start_claim_epoch() returns void
@@ -212,12 +213,8 @@ begin
   if v_paused then
     return;
   end if;
-  -- The claim commits without waiting for its WAL flush (ADR 021): a claim lost in a server crash leaves
-  -- its jobs available, and its worker's outcomes name a claim id no later claim has (claim_epoch). A limited
-  -- queue's claims stay durable: its units are counted from them.
-  if v_limited is not true then
-    perform set_config('synchronous_commit', 'off', true);
-  end if;
+  -- The claim commits durably (ADR 021: committing it without the WAL flush let an attempt run twice after a
+  -- server crash). Claim ids still start a new epoch after a crash, and outcomes name their claim.
   if not exists (select 1 from svc_qs.claim_epoch) then
     perform svc_qs.start_claim_epoch();
   end if;

@@ -35,7 +35,7 @@ export const MIGRATIONS: readonly { version: number; file: string }[] = [
   { version: 15, file: "0015_concurrency_log.sql" },
   // Per-key limits: the keyed jobs of a queue moved aside, by due time (ADR 019).
   { version: 16, file: "0016_diverted_index.sql" },
-  // Claims commit without waiting for the WAL flush: the claim ids' epoch, parked attempts' claim ids (ADR 021).
+  // Outcomes of a lost claim change nothing: the claim ids' epoch, parked attempts' claim ids (ADR 021).
   { version: 17, file: "0017_claim_epoch.sql" },
 ];
 
