@@ -1,24 +1,5 @@
 -- Queue storage: the claim, the hot path's read (one claims row per lane shard and slot of the jobs taken).
 --
--- Claims up to p_limit jobs of a queue for runtime p_worker, by priority and then lane position; the
--- first p_free go to free slots, the rest are held (prefetched). Each job's attempt is counted here.
--- p_policies: {kind: {max_attempts, timeout_ms, delays_ms}}; p_callbacks: {kind: callback timeout ms} for
--- HTTP workers, whose callbacks are registered here. Writes one claims row per lane shard and slot of
--- the jobs taken. Nothing while the queue is paused.
---
--- The candidates are read slot by slot: claim_candidates(slot, ...) has a branch per ring slot that names
--- that slot's partitions (ready_<slot>, claims_<slot>, skipped_<slot>) directly, so each branch's cached plan
--- touches three small tables and their indexes instead of the partitioned parents (a generic plan over the parents starts an
--- index scan per partition and locks every partition: 45 relation locks and half a millisecond of executor
--- start per claim, ADR 016 "What a claim costs"). Within a slot, every producer shard of a lane is read from
--- its cursor (the highest position claimed in that slot) in seq order; the claim merges the slots' candidates
--- by priority and seq and calls only the slots that hold rows, a test made in the same statement (so
--- with the same snapshot) as the reads, and that the caller has not found exhausted (p_skip, below). A cursor per slot takes the same rows as one
--- per lane: a lane shard's rows commit in seq order (producers hold its lock from nextval to commit) and
--- every claim merges all slots holding rows, so no unclaimed row lies below another slot's cursor (the
--- prune forwards unclaimed rows with their positions into the current slot, above every cursor).
--- The slot count is fixed when queue storage is installed (storage_state.qs_slots), so the block below
--- writes the branches for it.
 -- The claim ids' epoch (ADR 021). A claim commits durably, but one can still be lost (a server run with
 -- synchronous_commit = off, a failover to a standby that had not received it): its jobs are available again,
 -- and the recovered claim_seq may hand its ids out again. Recovery after a crash empties the unlogged
@@ -41,6 +22,25 @@ begin
   insert into svc_qs.claim_epoch (first_claim) values (v_first + 1);
 end $$;
 
+-- Claims up to p_limit jobs of a queue for runtime p_worker, by priority and then lane position; the
+-- first p_free go to free slots, the rest are held (prefetched). Each job's attempt is counted here.
+-- p_policies: {kind: {max_attempts, timeout_ms, delays_ms}}; p_callbacks: {kind: callback timeout ms} for
+-- HTTP workers, whose callbacks are registered here. Writes one claims row per lane shard and slot of
+-- the jobs taken. Nothing while the queue is paused.
+--
+-- The candidates are read slot by slot: claim_candidates(slot, ...) has a branch per ring slot that names
+-- that slot's partitions (ready_<slot>, claims_<slot>, skipped_<slot>) directly, so each branch's cached plan
+-- touches three small tables and their indexes instead of the partitioned parents (a generic plan over the parents starts an
+-- index scan per partition and locks every partition: 45 relation locks and half a millisecond of executor
+-- start per claim, ADR 016 "What a claim costs"). Within a slot, every producer shard of a lane is read from
+-- its cursor (the highest position claimed in that slot) in seq order; the claim merges the slots' candidates
+-- by priority and seq and calls only the slots that hold rows, a test made in the same statement (so
+-- with the same snapshot) as the reads, and that the caller has not found exhausted (p_skip, below). A cursor per slot takes the same rows as one
+-- per lane: a lane shard's rows commit in seq order (producers hold its lock from nextval to commit) and
+-- every claim merges all slots holding rows, so no unclaimed row lies below another slot's cursor (the
+-- prune forwards unclaimed rows with their positions into the current slot, above every cursor).
+-- The slot count is fixed when queue storage is installed (storage_state.qs_slots), so the block below
+-- writes the branches for it.
 do $gen$
 declare
   v_shards integer := (select qs_shards from storage_state);
@@ -192,6 +192,7 @@ declare
   v_rows svc_qs.ready[] := '{}'; -- taken
   v_drows svc_qs.ready[] := '{}'; -- diverted
   v_back jsonb;
+  v_slot smallint;
   v_prios smallint[] := array(select distinct l.priority from svc_qs.lanes l where l.queue = p_queue);
   -- The ring slots that can hold rows of the queue: those with a generation (a slot never rotated into holds
   -- nothing) whose newest generation is not one the worker found exhausted (p_skip).
@@ -268,21 +269,19 @@ begin
                       from generate_series(0, /*last slot*/) s) g
                    where g.gen is not null and not (g.gen = any(p_skip)));
   if v_per_key is not null then
-    -- Per key: the candidates the claim would read (twice what it may take, more while many keys hold all
-    -- their units, at most four times), in claim order; a job
-    -- whose key holds all its units is diverted: a skipped row at its position (as a cancel writes) and a
-    -- scheduled copy, due now, which the leader's promotion puts back at the end of its lane. The claim then
-    -- takes the rest, so the lane's cursor moves past both and one busy key does not hold the lane.
-    v_want := least(4 * p_limit,
-                    p_limit + greatest(p_limit, (select count(*) from unnest(v_kn) n where n >= v_per_key)::integer));
-    -- Jobs moved aside earlier whose key has room now go back to the end of their lane at once (the leader's
-    -- promotion would take up to a maintenance interval); at most the room of each key.
+    -- Per key (ADR 019). Jobs moved aside earlier (or scheduled, keyed and due) whose key has room now are
+    -- taken first, in this claim: written as ready rows into the queue's claim lane (shard -1 of their
+    -- priority's lane, which only claims write, under this lock, and which they take whole: its cursor is always
+    -- at its end, so its rows are never candidates) and claimed with the rest. Taken at once, a job moved aside
+    -- is moved aside at most once while keys free up (put back at the end of its lane, as before, it met its
+    -- key busy again about as often as the first time). At most the room of each key, and of the claim.
     v_rk := v_kk;
     v_rn := v_kn;
     v_back := '[]';
     for r in select x.job_id, x.limit_key from svc_qs.deferred x
               where x.queue = p_queue and x.limit_key is not null and x.run_at <= now()
-              order by x.run_at, x.job_id limit v_want for update skip locked loop
+              order by x.run_at, x.job_id limit 4 * p_limit for update skip locked loop
+      exit when jsonb_array_length(v_back) >= p_limit;
       v_i := array_position(v_rk, r.limit_key);
       if v_i is null then
         v_back := v_back || to_jsonb(r.job_id);
@@ -294,12 +293,34 @@ begin
       end if;
     end loop;
     if jsonb_array_length(v_back) > 0 then
+      v_slot := svc_qs.write_slot();
       with del as (delete from svc_qs.deferred d
-                    where d.job_id in (select (jsonb_array_elements_text(v_back))::bigint) returning d.*)
-      select jsonb_agg(to_jsonb(del)) into v_back from del;
-      perform svc_qs.back_to_lanes(v_back, true);
+                    where d.job_id in (select (jsonb_array_elements_text(v_back))::bigint) returning d.*),
+      ins as (insert into svc_qs.ready as b (slot, queue, priority, shard, seq, job_id, kind, args, attempt,
+                                            max_attempts, lease, run_at, created_at, errors, tags, metadata,
+                                            unique_key, trace_context, claimed_at, attempted_at, attempted_by,
+                                            limit_key)
+              select v_slot, d.queue, d.priority, -1, nextval('svc_qs.ready_seq'), d.job_id, d.kind, d.args, d.attempt,
+                     d.max_attempts, d.lease, d.run_at, d.created_at, d.errors, d.tags, d.metadata, d.unique_key,
+                     d.trace_context, d.claimed_at, d.attempted_at, d.attempted_by, d.limit_key
+                from (select * from del order by del.priority, del.run_at, del.job_id) d
+              returning b)
+      select coalesce(array_agg(ins.b order by (ins.b).priority, (ins.b).seq), '{}') into v_rows from ins;
+      v_n := cardinality(v_rows);
+      v_kk := v_rk;
+      v_kn := v_rn;
     end if;
-    if cardinality(v_live) = 1 then
+    -- Then the candidates the claim would read (twice what it may still take, more while many keys hold all
+    -- their units, at most four times), in claim order; a job whose key holds all its units is diverted: a
+    -- skipped row at its position (as a cancel writes) and a scheduled copy, due now, which a later claim
+    -- takes once its key has room (or the leader's promotion puts back at the end of its lane). The claim
+    -- takes the rest, so the lane's cursor moves past both and one busy key does not hold the lane.
+    v_want := least(4 * (p_limit - v_n),
+                    (p_limit - v_n) + greatest(p_limit - v_n,
+                                               (select count(*) from unnest(v_kn) n where n >= v_per_key)::integer));
+    if v_want <= 0 then
+      v_cands := '{}';
+    elsif cardinality(v_live) = 1 then
       v_cands := array(select c from svc_qs.claim_candidates(v_live[1], p_queue, v_prios, v_want) c);
     else
       v_cands := array(select c::svc_qs.ready from (/*slot candidates wanted*/) c order by c.priority, c.seq

@@ -497,6 +497,94 @@ Deno.test({
 });
 
 Deno.test({
+  ignore: TEST_ENGINE !== "queue_storage",
+  name:
+    "limits (queue storage): a job moved aside is taken by the first claim its key has room for, ahead of the lane's backlog, and its attempt is an attempt like any other",
+  fn: () =>
+    withSchema(async (client, schema, sql) => {
+      const qs = `"${schema}_qs"`;
+      await client.setQueueLimit("t", { perKey: { concurrency: 1 } });
+      const jobs = await client.enqueueMany([
+        { kind: "k", args: { i: 0 }, queue: "t", limitKey: "a" },
+        { kind: "k", args: { i: 1 }, queue: "t", limitKey: "a" },
+        { kind: "k", args: { i: 2 }, queue: "t", limitKey: "a" },
+        ...Array.from(
+          { length: 20 },
+          (_, i) => ({ kind: "k", args: { i: i + 3 }, queue: "t", limitKey: `b${i}` }),
+        ),
+      ]);
+      const byI = (c: { args: unknown }[]) => c.map((j) => (j.args as { i: number }).i).sort((x, y) => x - y);
+      const first = await claim(client, "t", 2, "rt");
+      assert.deepEqual(byI(first), [0, 3], "a's first job and the next key's; a's others moved aside");
+      assert.deepEqual(
+        (await Promise.all([1, 2].map((i) => client.getJob(jobs[i].id)))).map((j) => j?.state),
+        ["scheduled", "scheduled"],
+      );
+      const a0 = first.find((j) => j.args.i === 0)!;
+      await client.engine.complete([{ id: a0.id, lease: a0.lease, result: null }], { keepCompleted: true });
+      // a has room for one: the next claim takes a's oldest moved job first, though 19 jobs of other keys
+      // were queued before it went back, and no more of a's.
+      const next = await claim(client, "t", 2, "rt");
+      assert.deepEqual(byI(next), [1, 4]);
+      const a1 = next.find((j) => j.args.i === 1)!;
+      assert.equal(a1.attempt, 1, "moving aside does not count an attempt");
+      const seen = await client.getJob(a1.id);
+      assert.equal(seen?.state, "running");
+      assert.equal(seen?.lease, a1.lease);
+      assert.equal((await client.getJob(jobs[2].id))?.state, "scheduled");
+      assert.deepEqual((await client.listQueueLimits())[0].inUse.perKey, { a: 1, b0: 1, b1: 1 });
+      const [q] = (await client.listQueues()).filter((x) => x.name === "t");
+      assert.equal(q.counts.available, 18, "b2 .. b19");
+      assert.equal(q.counts.running, 3);
+      // A rotation and a prune of the slot the attempt was written in leave it open; it completes after.
+      const [{ s: oldSlot }] = await sql.unsafe(`select ${qs}.current_slot() as s`);
+      const [{ s: newSlot }] = await sql.unsafe(`select ${qs}.rotate(0) as s`);
+      assert.notEqual(newSlot, null, "rotated");
+      await sql.unsafe(`select ${qs}.sync_position()`);
+      await sql.unsafe(`select ${qs}.prune($1, 0, false, 0)`, [oldSlot]);
+      assert.equal((await client.getJob(a1.id))?.state, "running", "the prune left the open attempt");
+      // A stale lease is refused; the attempt's own outcome ends it, and a's last job comes next.
+      assert.deepEqual(
+        await client.engine.complete([{ id: a1.id, lease: a1.lease - 1, result: null }], {
+          keepCompleted: true,
+        }),
+        [],
+      );
+      assert.deepEqual(
+        await client.engine.complete([{ id: a1.id, lease: a1.lease, result: "one" }], {
+          keepCompleted: true,
+        }),
+        [a1.id],
+      );
+      const done = await client.getJob(a1.id);
+      assert.equal(done?.state, "completed");
+      assert.equal(done?.result, "one");
+      const last = await claim(client, "t", 1, "rt");
+      assert.deepEqual(byI(last), [2]);
+      // Nothing is lost or taken twice: drained, every job completes once.
+      const seenIds = new Set([...first, ...next, ...last].map((j) => j.id));
+      const open = [...first, ...next, ...last].filter((j) => j.id !== a0.id && j.id !== a1.id);
+      await client.engine.complete(open.map((j) => ({ id: j.id, lease: j.lease, result: null })), {
+        keepCompleted: true,
+      });
+      for (;;) {
+        const got = await claim(client, "t", 5, "rt");
+        if (got.length === 0) break;
+        for (const j of got) {
+          assert.ok(!seenIds.has(j.id), `job ${j.id} taken twice`);
+          seenIds.add(j.id);
+        }
+        await client.engine.complete(got.map((j) => ({ id: j.id, lease: j.lease, result: null })), {
+          keepCompleted: true,
+        });
+      }
+      assert.equal(seenIds.size, jobs.length);
+      const states = await Promise.all(jobs.map((j) => client.getJob(j.id)));
+      assert.ok(states.every((j) => j?.state === "completed" && j.attempt === 1), "each ran once");
+    }),
+});
+
+Deno.test({
   ignore: TEST_ENGINE !== "canonical",
   name: "limits (canonical): a per-key limit is refused, pointing at queue storage",
   fn: () =>
