@@ -35,7 +35,7 @@ end $$;
 -- first the transaction's own shard (so a transaction that enqueues twice keeps one), then any free one,
 -- else it waits for its own. Rows of a lane shard commit in seq order because of this lock.
 create or replace function svc_qs.lock_lane(p_queue text, p_priority smallint) returns smallint
-language plpgsql set search_path from current set jit = off as $$
+language plpgsql set search_path from current set jit = off set plan_cache_mode = force_generic_plan as $$
 declare
   n constant integer := svc_qs.shards();
   v_first integer := (txid_current() % n)::integer;
@@ -56,7 +56,7 @@ end $$;
 -- Lane shards for the distinct (queue, priority) of jobs in `p_rows` (a jsonb array with queue and
 -- priority), locked in a fixed order: {"queue:priority": shard}.
 create or replace function svc_qs.lock_lanes(p_rows jsonb) returns jsonb
-language plpgsql set search_path from current set jit = off as $$
+language plpgsql set search_path from current set jit = off set plan_cache_mode = force_generic_plan as $$
 declare
   r record;
   v jsonb := '{}';

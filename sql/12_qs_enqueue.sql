@@ -12,7 +12,7 @@
 -- client knows the rest of each job; a row per job cost the server and the client more than the insert.
 create or replace function svc_qs.enqueue_batch(p_jobs json)
 returns table (ids bigint[], created_at timestamptz, keys jsonb, dups jsonb)
-language plpgsql set search_path from current set jit = off as $$
+language plpgsql set search_path from current set jit = off set plan_cache_mode = force_generic_plan as $$
 #variable_conflict use_column
 declare
   v_now timestamptz := now();
