@@ -280,7 +280,7 @@ begin
     v_back := '[]';
     for r in select x.job_id, x.limit_key from svc_qs.deferred x
               where x.queue = p_queue and x.limit_key is not null and x.run_at <= now()
-              order by x.run_at, x.job_id limit 4 * p_limit for update skip locked loop
+              order by x.run_at, x.job_id limit 4 * p_limit loop
       exit when jsonb_array_length(v_back) >= p_limit;
       v_i := array_position(v_rk, r.limit_key);
       if v_i is null then
@@ -294,8 +294,13 @@ begin
     end loop;
     if jsonb_array_length(v_back) > 0 then
       v_slot := svc_qs.write_slot();
+      -- The rows were read without a lock (locking every row the loop looked at wrote one WAL record each
+      -- per claim): one that went meanwhile (promoted, cancelled) is not deleted and not taken, and the
+      -- delete checks again that the row it finds is due and keyed.
       with del as (delete from svc_qs.deferred d
-                    where d.job_id in (select (jsonb_array_elements_text(v_back))::bigint) returning d.*),
+                    where d.job_id in (select (jsonb_array_elements_text(v_back))::bigint)
+                      and d.queue = p_queue and d.limit_key is not null and d.run_at <= now()
+                    returning d.*),
       ins as (insert into svc_qs.ready as b (slot, queue, priority, shard, seq, job_id, kind, args, attempt,
                                             max_attempts, lease, run_at, created_at, errors, tags, metadata,
                                             unique_key, trace_context, claimed_at, attempted_at, attempted_by,
