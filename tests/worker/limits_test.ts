@@ -585,6 +585,72 @@ Deno.test({
 });
 
 Deno.test({
+  ignore: TEST_ENGINE !== "queue_storage",
+  name:
+    "limits (queue storage): jobs a claim takes back from aside can be held and given back, failed and retried, and resolved by callback",
+  fn: () =>
+    withSchema(async (client) => {
+      await client.setQueueLimit("t", { perKey: { concurrency: 1 } });
+      const jobs = await client.enqueueMany(
+        ["a", "b", "c"].flatMap((k) =>
+          [0, 1].map((i) => ({ kind: k === "c" ? "fn" : "k", args: { k, i }, queue: "t", limitKey: k }))
+        ),
+      );
+      const [a1, b1, c1] = [jobs[1], jobs[3], jobs[5]];
+      const first = await claim(client, "t", 6, "rt", {}, { fn: 60_000 });
+      assert.deepEqual(first.map((j) => j.args.i), [0, 0, 0], "one job of each key; the others moved aside");
+      await client.engine.complete(first.map((j) => ({ id: j.id, lease: j.lease, result: null })), {
+        keepCompleted: true,
+      });
+      // One free slot, three asked: the moved jobs come back, the first into the slot, two held.
+      const next = await client.engine.claim({
+        queue: "t",
+        limit: 3,
+        free: 1,
+        runtimeId: "rt",
+        policies: {},
+        callbackTimeoutsMs: { fn: 60_000 },
+        prefetchTtlMs: 60_000,
+      });
+      assert.deepEqual(next.map((j) => j.id).sort((x, y) => x - y), [a1.id, b1.id, c1.id]);
+      assert.equal(next.filter((j) => j.prefetched).length, 2);
+      const got = (id: number) => next.find((j) => j.id === id)!;
+      // The HTTP kind's attempt has its callback.
+      const cb = got(c1.id).callbackId;
+      assert.ok(cb, "a callback registered for the HTTP kind");
+      assert.equal((await client.getCallback(cb!))?.state, "pending");
+      // A held job given back: available again, its attempt refunded.
+      const b = got(b1.id);
+      assert.deepEqual(
+        [got(a1.id).prefetched === true, b.prefetched === true, got(c1.id).prefetched === true],
+        [false, true, true],
+        "oldest first",
+      );
+      assert.deepEqual(await client.engine.giveBack([{ id: b.id, lease: b.lease }]), [b.id]);
+      const back = await client.getJob(b.id);
+      assert.deepEqual([back?.state, back?.attempt], ["available", 0]);
+      // A failure with a retry: retryable, then claimed again once promoted.
+      const a = got(a1.id);
+      await client.engine.fail({ id: a.id, lease: a.lease, error: "e", terminal: false, retryDelayMs: 0 });
+      assert.equal((await client.getJob(a.id))?.state, "retryable");
+      // The callback completes its attempt.
+      assert.equal((await client.completeExternal(cb!, { ok: true })).state, "completed");
+      assert.equal((await client.getJob(c1.id))?.state, "completed");
+      await client.engine.promote();
+      const rest = await claim(client, "t", 5, "rt");
+      const ids = rest.map((j) => j.id);
+      assert.ok(ids.includes(a1.id), "the failed job comes back for its second attempt");
+      assert.equal(rest.find((j) => j.id === a1.id)!.attempt, 2);
+      assert.ok(ids.includes(b1.id), "the given-back job is claimed again");
+      await client.engine.complete(rest.map((j) => ({ id: j.id, lease: j.lease, result: null })), {
+        keepCompleted: true,
+      });
+      const states = await Promise.all(jobs.map((j) => client.getJob(j.id)));
+      assert.ok(states.every((j) => j?.state === "completed"), JSON.stringify(states.map((j) => j?.state)));
+    }),
+});
+
+Deno.test({
   ignore: TEST_ENGINE !== "canonical",
   name: "limits (canonical): a per-key limit is refused, pointing at queue storage",
   fn: () =>
