@@ -66,14 +66,17 @@ async function runAcrossRestart(outageMs: number) {
     await new Promise((r) => setTimeout(r, outageMs));
     await pg.start();
     const backAt = Date.now();
+    let final: (Awaited<ReturnType<typeof clients[0]["getJob"]>>)[] = [];
     await waitFor(
       async () => {
-        const got = await Promise.all(jobs.map((j) => clients[0].getJob(j.id).catch(() => null)));
-        return got.every((j) => j?.state === "completed");
+        final = await Promise.all(jobs.map((j) => clients[0].getJob(j.id).catch(() => null)));
+        return final.every((j) => j?.state === "completed");
       },
       90_000,
       "all 60 completed",
     );
+    // What ended each earlier attempt of a job (a rescue, a failed outcome write), for the messages below.
+    const why = new Map(final.map((j) => [j!.id, JSON.stringify(j!.errors)]));
     const most = mostAtOnce(intervals);
     assert.ok(most <= 2, `at most 2 at once (got ${most})`);
     assert.equal(most, 2, "both units were used");
@@ -84,7 +87,7 @@ async function runAcrossRestart(outageMs: number) {
       intervals.length,
       "no attempt ran twice",
     );
-    return { intervals, backAt };
+    return { intervals, backAt, why };
   } finally {
     await Promise.all(workers.map((w) => w.shutdown(1_000).catch(() => {})));
     await Promise.all(clients.map((c) => c.close().catch(() => {})));
@@ -101,10 +104,18 @@ Deno.test("limits: across an outage longer than rescueAfter the limit holds, and
   // claims again before its next heartbeat lands. A claim is a sign of life: the leader rescues only
   // batches claimed more than rescueAfter ago, so an attempt claimed after the outage is neither run twice
   // nor freed from the limit while its handler runs.
-  const { intervals, backAt } = await runAcrossRestart(12_000);
+  const { intervals, backAt, why } = await runAcrossRestart(12_000);
   const runs = new Map<number, { start: number }[]>();
   for (const i of intervals) runs.set(i.id, [...(runs.get(i.id) ?? []), i]);
   const after = [...runs].filter(([, rs]) => Math.min(...rs.map((r) => r.start)) >= backAt);
   assert.ok(after.length > 0, "jobs ran after the outage");
-  for (const [id, rs] of after) assert.equal(rs.length, 1, `job ${id}, first run after the outage, ran once`);
+  for (const [id, rs] of after) {
+    assert.equal(
+      rs.length,
+      1,
+      `job ${id}, first run after the outage, ran once (back at ${backAt}; runs ${
+        JSON.stringify(rs)
+      }; errors ${why.get(id)})`,
+    );
+  }
 });
