@@ -8,7 +8,9 @@ import {
   ageClaims,
   allJobsSql,
   canonicalDb,
+  liveRuntime,
   liveRuntimeBoth,
+  staleRuntime,
   TEST_ENGINE,
   waitFor,
   withSchema,
@@ -647,6 +649,50 @@ Deno.test({
       });
       const states = await Promise.all(jobs.map((j) => client.getJob(j.id)));
       assert.ok(states.every((j) => j?.state === "completed"), JSON.stringify(states.map((j) => j?.state)));
+    }),
+});
+
+Deno.test({
+  ignore: TEST_ENGINE !== "queue_storage",
+  name:
+    "limits (queue storage): a dead worker's attempt taken back from aside is rescued, its key's unit returns, and the job runs again",
+  fn: () =>
+    withSchema(async (client) => {
+      await client.setQueueLimit("t", { perKey: { concurrency: 1 } });
+      const [a0, a1, b0] = await client.enqueueMany([
+        { kind: "k", args: { i: 0 }, queue: "t", limitKey: "a" },
+        { kind: "k", args: { i: 1 }, queue: "t", limitKey: "a" },
+        { kind: "k", args: { i: 2 }, queue: "t", limitKey: "b" },
+      ]);
+      await liveRuntime(client, "rt-gone");
+      const first = await claim(client, "t", 3, "rt-gone");
+      assert.deepEqual(first.map((j) => j.id).sort((x, y) => x - y), [a0.id, b0.id], "a1 moved aside");
+      const x0 = first.find((j) => j.id === a0.id)!;
+      await client.engine.complete([{ id: x0.id, lease: x0.lease, result: null }], { keepCompleted: true });
+      const back = await claim(client, "t", 3, "rt-gone");
+      assert.deepEqual(back.map((j) => j.id), [a1.id], "taken back through the claim lane");
+      // The worker stops (its heartbeat and claims are old): the leader's rescue ends both open attempts.
+      await staleRuntime(client, "rt-gone");
+      const rescued = (await client.engine.rescue(60_000)).map((j) => j.id).sort((x, y) => x - y);
+      assert.deepEqual(rescued, [a1.id, b0.id]);
+      const after = await client.getJob(a1.id);
+      assert.equal(after?.state, "retryable");
+      assert.equal(after?.attempt, 1);
+      assert.match(JSON.stringify(after?.errors), /rescued/);
+      assert.deepEqual((await client.listQueueLimits())[0].inUse.perKey, {}, "the units came back");
+      await client.sql.unsafe(
+        `update "${client.schema}_qs".deferred set run_at = now() where job_id = any($1)`,
+        [[a1.id, b0.id]],
+      );
+      await client.engine.promote();
+      await liveRuntime(client, "rt-2");
+      const again = await claim(client, "t", 3, "rt-2");
+      assert.deepEqual(again.map((j) => j.id).sort((x, y) => x - y), [a1.id, b0.id]);
+      assert.equal(again.find((j) => j.id === a1.id)!.attempt, 2);
+      await client.engine.complete(again.map((j) => ({ id: j.id, lease: j.lease, result: null })), {
+        keepCompleted: true,
+      });
+      assert.equal((await client.getJob(a1.id))?.state, "completed");
     }),
 });
 
