@@ -10,7 +10,7 @@ import { startWorker } from "../helpers/worker.ts";
 import { claim } from "../helpers/claim.ts";
 import { closedPort, pendingCallback } from "../helpers/http.ts";
 import { flatten, parsePrometheus, seriesKey } from "../helpers/prometheus.ts";
-import { snooze, TerminalError } from "../../mod.ts";
+import { snooze, TerminalError, type Worker } from "../../mod.ts";
 import type { Client } from "../../src/client/client.ts";
 import { MetricsRegistry } from "../../src/metrics/registry.ts";
 import { svcMetrics } from "../../src/metrics/svc_metrics.ts";
@@ -32,7 +32,9 @@ const uid = () => crypto.randomUUID().slice(0, 8);
  */
 async function withWorker(
   handlers: Parameters<typeof startWorker>[1]["handlers"],
-  run: (ctx: { client: Client; queue: string; addr: string; before: Map<string, number> }) => Promise<void>,
+  run: (
+    ctx: { client: Client; queue: string; addr: string; before: Map<string, number>; worker: Worker },
+  ) => Promise<void>,
   opts: Parameters<typeof startWorker>[1] = {},
 ): Promise<void> {
   const { client, drop } = await testClient();
@@ -47,17 +49,32 @@ async function withWorker(
       ...opts,
     });
     const before = await scrape(addr);
-    await run({ client, queue, addr, before });
+    await run({ client, queue, addr, before, worker: w.worker });
   } finally {
     await w?.stop();
     await drop();
   }
 }
 
-/** Scrapes until `ok` holds (the last scrape). */
-async function scrapeUntil(addr: string, ok: (s: Map<string, number>) => boolean, what: string) {
+/**
+ * Scrapes until `ok` holds (the last scrape). On a timeout the error names the last scrape's series of the
+ * `families` given and what `explain` says (the state of what the test waits on).
+ */
+async function scrapeUntil(
+  addr: string,
+  ok: (s: Map<string, number>) => boolean,
+  what: string,
+  diagnose?: { families: string[]; explain: () => Promise<string> },
+) {
   let last = new Map<string, number>();
-  await waitFor(async () => ok(last = await scrape(addr)), 15_000, what);
+  try {
+    await waitFor(async () => ok(last = await scrape(addr)), 15_000, what);
+  } catch (e) {
+    if (!diagnose) throw e;
+    const series = [...last].filter(([k]) => diagnose.families.some((f) => k.startsWith(f)));
+    const state = await diagnose.explain().catch((x) => `(could not explain: ${x})`);
+    throw new Error(`${(e as Error).message}; last scrape: ${JSON.stringify(series)}; ${state}`);
+  }
   return last;
 }
 
@@ -172,7 +189,7 @@ Deno.test("metrics: a cancel through the client counts as cancelled; the running
 
 Deno.test("metrics: the leader's rescue counts as rescued; duties are timed", async () => {
   const kind = `rsc_${uid()}`;
-  await withWorker({ [kind]: () => "ran" }, async ({ client, addr, before }) => {
+  await withWorker({ [kind]: () => "ran" }, async ({ client, addr, before, worker }) => {
     // A queue this worker does not serve, claimed by a runtime that then died.
     const other = `r${uid()}`;
     const job = await client.enqueue(kind, {}, { queue: other });
@@ -186,6 +203,19 @@ Deno.test("metrics: the leader's rescue counts as rescued; duties are timed", as
         delta(before, s, seriesKey("svc_jobs_rescued_total", { kind })) >= 1 &&
         delta(before, s, seriesKey("svc_leader_duty_runs_total", { duty: "rescue", outcome: "ok" })) >= 1,
       "a rescue and its duty run",
+      {
+        families: [
+          "svc_jobs_rescued_total",
+          "svc_leader_duty_runs_total",
+          "svc_leader_duty_duration_seconds_count",
+        ],
+        explain: async () => {
+          const j = await client.getJob(job.id);
+          return `leader: ${worker.isLeader}; job ${job.id}: ${j?.state}, attempt ${j?.attempt}, errors ${
+            JSON.stringify(j?.errors)
+          }`;
+        },
+      },
     );
     assert.ok(
       delta(before, after, seriesKey("svc_leader_duty_runs_total", { duty: "rescue", outcome: "ok" })) >= 1,
