@@ -241,8 +241,13 @@ export async function liveRuntime(client: Client, id: string): Promise<void> {
  */
 export async function staleRuntime(client: Client, id: string): Promise<void> {
   await liveRuntime(client, id);
+  // Its claims age first: a leader's sweep that saw the runtime stale while a claim of its was still recent
+  // would leave it alone (a claim is a sign of life) and mark the runtime swept, and later sweeps look only
+  // at claims made after that sweep, which a claim aged afterwards never is.
+  await ageClaims(client, id);
   await client.sql.unsafe(
-    `update "${client.schema}".runtimes set heartbeat_at = now() - interval '10 minutes' where id = $1`,
+    `update "${client.schema}".runtimes set heartbeat_at = now() - interval '10 minutes', swept_at = null
+      where id = $1`,
     [id],
   );
   await client.sql.unsafe(
@@ -250,7 +255,6 @@ export async function staleRuntime(client: Client, id: string): Promise<void> {
       where attempted_by = $1 and state = 'running'`,
     [id],
   );
-  await ageClaims(client, id);
 }
 
 /**
