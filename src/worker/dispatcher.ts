@@ -38,7 +38,7 @@
  */
 import type { AttemptRef, Claimed, KindPolicy, WorkerStore } from "../storage/engine.ts";
 import type { Job, Logger, QueueLimit } from "../types.ts";
-import { execute, type ExecutorDeps, type InFlight } from "./executor.ts";
+import { type AttemptHost, execute, type ExecutorDeps, type InFlight } from "./executor.ts";
 import { sleep, Wakeup } from "../timing.ts";
 import { nextMacrotask } from "../platform/platform.ts";
 import { type CounterHandle, type HistogramHandle, timed } from "../metrics/registry.ts";
@@ -98,7 +98,7 @@ interface Held {
   at: number;
 }
 
-export class Dispatcher {
+export class Dispatcher implements AttemptHost {
   readonly maxWorkers: number;
   readonly claimers: number;
   readonly prefetch: number;
@@ -272,41 +272,50 @@ export class Dispatcher {
     }
   }
 
-  /** Starts the handler of a claimed attempt in a slot already counted in `running`. */
+  /**
+   * Starts the handler of a claimed attempt in a slot already counted in `running`. The attempt leaves
+   * `inFlight` (what the heartbeat keeps alive) once its outcome is recorded; its slot is freed once its
+   * handler has returned too (an aborted handler may still run: src/worker/stuck.ts).
+   */
   private run(job: Job): void {
-    // The attempt leaves `inFlight` (what the heartbeat keeps alive) once its outcome is written; its slot
-    // is freed once its handler has returned too (an aborted handler may still run: src/worker/stuck.ts).
-    let returned = false, written = false;
-    const f: InFlight = execute(job, this.deps, () => {
-      this.running--;
-      returned = true;
-      this.handlersReturned++;
-      if (!written) {
-        this.unwritten++;
-        // Not running any more: the next claims tell the limit so until the outcome is written.
-        if (this.countsUnits) this.ended.set(job.id, job.lease);
-      }
-      if (this.countsUnits && this.unitLimited) {
-        // A unit of the queue's limit is free now: claim again at once.
-        this.throttledUntil = 0;
-        this.slotFreed();
-      } else if (this.backlog || this.buffer.length) this.slotFreed();
-    }, () => {
-      if (this.inFlight.get(job.id) === f) this.inFlight.delete(job.id);
-    }, () => {
-      written = true;
-      this.outcomesWritten++;
-      if (returned) {
-        this.unwritten--;
-        if (this.ended.get(job.id) === job.lease) this.ended.delete(job.id);
-      }
-      // Its outcome is committed: a unit of the queue's concurrency limit is free, claim again at once.
-      if (this.unitLimited && !this.countsUnits) {
-        this.throttledUntil = 0;
-        this.slotFreed();
-      }
-    });
-    this.inFlight.set(job.id, f);
+    this.inFlight.set(job.id, execute(job, this.deps, this));
+  }
+
+  /** An attempt's slot is free (`AttemptHost`). */
+  attemptSettled(a: InFlight): void {
+    const job = a.job;
+    this.running--;
+    this.handlersReturned++;
+    if (!a.outcomeWritten) {
+      this.unwritten++;
+      // Not running any more: the next claims tell the limit so until the outcome is written.
+      if (this.countsUnits) this.ended.set(job.id, job.lease);
+    }
+    if (this.countsUnits && this.unitLimited) {
+      // A unit of the queue's limit is free now: claim again at once.
+      this.throttledUntil = 0;
+      this.slotFreed();
+    } else if (this.backlog || this.buffer.length) this.slotFreed();
+  }
+
+  /** An attempt's outcome is recorded (`AttemptHost`). */
+  attemptRecorded(a: InFlight): void {
+    if (this.inFlight.get(a.job.id) === a) this.inFlight.delete(a.job.id);
+  }
+
+  /** An attempt's outcome is committed or given up (`AttemptHost`). */
+  attemptWritten(a: InFlight): void {
+    const job = a.job;
+    this.outcomesWritten++;
+    if (a.slotFreed) {
+      this.unwritten--;
+      if (this.ended.get(job.id) === job.lease) this.ended.delete(job.id);
+    }
+    // Its outcome is committed: a unit of the queue's concurrency limit is free, claim again at once.
+    if (this.unitLimited && !this.countsUnits) {
+      this.throttledUntil = 0;
+      this.slotFreed();
+    }
   }
 
   /**

@@ -7,7 +7,14 @@ import type { Job, Logger } from "../types.ts";
 import { isSnooze, TerminalError } from "../errors.ts";
 import type { Completer } from "./completer.ts";
 import type { CallbackWaiters } from "./callback_waiters.ts";
-import { type AbortReason, type AttemptTx, attemptTx, createJobContext } from "./job_context.ts";
+import {
+  type AbortReason,
+  type AttemptLink,
+  type AttemptTx,
+  attemptTx,
+  createJobContext,
+  type JobContextExtras,
+} from "./job_context.ts";
 import { type KindRunner, PARKED } from "./handlers.ts";
 import { emit, type WorkerEvents } from "./events.ts";
 import { checkJsonValue, storableText } from "../validation.ts";
@@ -53,7 +60,7 @@ export interface ExecutorDeps {
   /** How long after its abort a handler that has not returned is reported stuck (ms, default 5 000). */
   stuckGraceMs?: number;
   /** The slots taken (each attempt's `released`), for shutdown to wait on. */
-  slots?: Set<Promise<void>>;
+  slots?: Set<InFlight>;
 }
 
 /** An attempt in flight. */
@@ -66,154 +73,324 @@ export interface InFlight {
   released: Promise<void>;
   /** Whether the attempt is heartbeated now (not while its REPEATABLE READ `ctx.transaction` is open). */
   heartbeats(): boolean;
+  /** The slot is free: the outcome is recorded and the handler has returned. */
+  readonly slotFreed: boolean;
+  /** The outcome is committed, or its write was given up. */
+  readonly outcomeWritten: boolean;
 }
 
 /** What a handler's attempt came to. */
 type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
 
-/**
- * Starts an attempt. `onRecorded` runs once its outcome is recorded (a completion: handed to the completer;
- * or given up); `onWritten` once the outcome is committed (a completion: its batch) or given up (its write failed for good: the
- * leader's rescue ends the attempt);
- * `onSettled` once the slot can be reused: the outcome is recorded and the handler has returned. An aborted handler (cancel, deadline,
- * shutdown) has its outcome written at once but keeps its slot until it returns (src/worker/stuck.ts).
- */
-export function execute(
-  job: Job,
-  d: ExecutorDeps,
-  onSettled: () => void,
-  onRecorded?: () => void,
-  onWritten?: () => void,
-): InFlight {
-  // The signal is made when the handler first reads `ctx.signal` (most never do); an abort before that
-  // hands it out already aborted.
-  let ac: AbortController | null = null;
-  const signalOf = (): AbortSignal => {
-    if (!ac) {
-      ac = new AbortController();
-      if (abortedWith) ac.abort(abortedWith);
-    }
-    return ac.signal;
-  };
-  let abortedWith: AbortReason | null = null;
-  /** Ends the wait for the handler's outcome (set while the handler runs). */
-  let stopWaiting: ((o: null) => void) | null = null;
-  const abort = (reason: AbortReason) => {
-    if (abortedWith) return;
-    abortedWith = reason;
-    abortedAt = Date.now();
-    ac?.abort(reason);
-    stopWaiting?.(null);
-  };
-  const runner = d.runners.get(job.kind);
-  const timer = runner?.timeout ? setTimeout(() => abort("deadline"), runner.timeout) : null;
-  let abortedAt = 0;
-  /** Settles when the handler's own promise settles (at once without a handler). */
-  let handlerSettled: Promise<unknown> = Promise.resolve();
-  let handlerReturned = true;
+/** A promise made when someone first asks for it (shutdown, tests), settled when its moment comes. */
+class Moment {
+  private promise: Promise<void> | null = null;
+  private resolve: (() => void) | null = null;
 
-  const tx = attemptTx();
-  const done = (async () => {
-    let outcome: Outcome;
+  constructor(private reached: boolean) {}
+
+  get(): Promise<void> {
+    if (!this.promise) {
+      this.promise = this.reached ? Promise.resolve() : new Promise<void>((r) => this.resolve = r);
+    }
+    return this.promise;
+  }
+
+  reach(): void {
+    this.reached = true;
+    this.resolve?.();
+  }
+}
+
+/**
+ * Told of an attempt's moments (the dispatcher): one object for every attempt of a queue instead of
+ * closures per attempt. An aborted handler (cancel, deadline, shutdown) has its outcome written at once but
+ * keeps its slot until it returns (src/worker/stuck.ts).
+ */
+export interface AttemptHost {
+  /** The slot can be reused: the outcome is recorded and the handler has returned (`a.slotFreed`). */
+  attemptSettled(a: InFlight): void;
+  /** The outcome is recorded (a completion: handed to the completer) or given up. */
+  attemptRecorded?(a: InFlight): void;
+  /**
+   * The outcome is committed (a completion: its batch) or its write was given up (the leader's rescue ends
+   * the attempt) (`a.outcomeWritten`).
+   */
+  attemptWritten?(a: InFlight): void;
+}
+
+/** Starts an attempt; `host` is told of its moments (a function: only of the freed slot). */
+export function execute(job: Job, d: ExecutorDeps, host: AttemptHost | (() => void)): InFlight {
+  return new Attempt(job, d, typeof host === "function" ? { attemptSettled: host } : host);
+}
+
+/**
+ * One attempt, as a state machine rather than a chain of promises: an attempt that completes allocates its
+ * context, the two reactions to its handler's promise and its completion, and no promise of its own (`done`
+ * and `released` are made only when asked for: shutdown, tests). The steps: `start` calls the handler,
+ * `settle` takes its outcome (or the abort's), `decide` records it, `written` frees the slot once the
+ * handler has returned (an aborted one that has not is watched for being stuck first).
+ */
+class Attempt implements InFlight, AttemptLink {
+  slotFreed = false;
+  outcomeWritten = false;
+  /** The outcome was recorded (or given up) and the slot waits only for the handler to return. */
+  private recordedDone = false;
+  /** The signal, made when the handler first reads `ctx.signal` (most never do). */
+  private ac: AbortController | null = null;
+  private abortedWith: AbortReason | null = null;
+  private abortedAt = 0;
+  private timer: ReturnType<typeof setTimeout> | null = null;
+  /** The handler's promise (null: no handler, or it returned a plain value). */
+  private handlerPromise: Promise<unknown> | null = null;
+  private handlerReturned = true;
+  /** Waiting for the handler's outcome: an abort ends the wait. */
+  private waiting = false;
+  private startedAt = 0;
+  private trace: AttemptTrace | null = null;
+  readonly tx: AttemptTx = attemptTx();
+  private readonly runner: KindRunner | undefined;
+  /** Made when `done` or `released` is first asked for. */
+  private recordedAt: Moment | null = null;
+  private releasedAt: Moment | null = null;
+
+  constructor(
+    readonly job: Job,
+    private readonly d: ExecutorDeps,
+    private readonly host: AttemptHost,
+  ) {
+    this.runner = d.runners.get(job.kind);
+    if (this.runner?.timeout) this.timer = setTimeout(() => this.abort("deadline"), this.runner.timeout);
+    d.slots?.add(this);
+    this.start();
+  }
+
+  get done(): Promise<void> {
+    return (this.recordedAt ??= new Moment(this.recordedDone)).get();
+  }
+
+  get released(): Promise<void> {
+    return (this.releasedAt ??= new Moment(this.slotFreed)).get();
+  }
+
+  heartbeats(): boolean {
+    return !this.tx.snapshotOpen;
+  }
+
+  abort(reason: AbortReason): void {
+    if (this.abortedWith) return;
+    this.abortedWith = reason;
+    this.abortedAt = Date.now();
+    this.ac?.abort(reason);
+    // The handler may go on running: its outcome is no longer waited for.
+    if (this.waiting) this.settle(null);
+  }
+
+  /** Counts a callback the handler registered (`AttemptLink`). */
+  callbackRegistered(): void {
+    this.d.jobMetrics(this.job).callbackRegistered.inc();
+  }
+
+  /** The attempt's signal (`AttemptLink`). */
+  signal(): AbortSignal {
+    if (!this.ac) {
+      this.ac = new AbortController();
+      if (this.abortedWith) this.ac.abort(this.abortedWith);
+    }
+    return this.ac.signal;
+  }
+
+  private start(): void {
+    const { job, d, runner } = this;
     const m = d.jobMetrics(job);
-    const startedAt = Date.now();
-    m.pickupLag.observe(Math.max(0, startedAt - job.runAt.getTime()) / 1000);
+    this.startedAt = Date.now();
+    m.pickupLag.observe(Math.max(0, this.startedAt - job.runAt.getTime()) / 1000);
     // No span when nothing would record it and there is no producer context to pass on (an attempt's span
     // without a provider is a non-recording span that carries only its parent's context).
-    const t: AttemptTrace | null = d.traceKind && (job.traceContext || tracerRegistered())
+    const t = d.traceKind && (job.traceContext || tracerRegistered())
       ? startAttemptSpan(job, d.traceKind(job))
       : null;
+    this.trace = t;
     if (!runner) {
-      outcome = { ok: false, error: new Error(`no handler registered for kind ${job.kind} in this worker`) };
-    } else {
-      const ctx = createJobContext(
-        job,
-        signalOf,
-        d.engine,
-        d.waiters,
-        d.pollInterval * 4,
-        () => m.callbackRegistered.inc(),
-        t?.traceparent ?? null,
-        { logger: d.logger, enqueuer: d.enqueuer, keep: d.keepCompleted, tx, progress: d.progress },
-      );
-      if (t) bindAttemptContext(ctx, t.context);
-      let p: Promise<unknown>;
-      if (t) p = withContext(t.context, async () => await runner.run(job, ctx));
-      else {
-        // Called directly (no async wrapper per attempt): a handler that throws before it returns a
-        // promise rejects the same way.
+      // Settled in a later microtask, as every outcome is: the caller registers the attempt first.
+      const error = new Error(`no handler registered for kind ${job.kind} in this worker`);
+      this.waiting = true;
+      queueMicrotask(() => {
+        if (this.waiting) this.settle({ ok: false, error });
+      });
+      return;
+    }
+    const ctx = createJobContext(
+      job,
+      this,
+      d.engine,
+      d.waiters,
+      d.pollInterval * 4,
+      t?.traceparent ?? null,
+      extrasOf(d),
+    );
+    if (t) bindAttemptContext(ctx, t.context);
+    let p: Promise<unknown>;
+    if (t) p = withContext(t.context, async () => await runner.run(job, ctx));
+    else {
+      // Called directly (no async wrapper per attempt): a handler that throws before it returns a
+      // promise rejects the same way.
+      try {
+        const v = runner.run(job, ctx);
+        p = v instanceof Promise ? v : Promise.resolve(v);
+      } catch (e) {
+        p = Promise.reject(e);
+      }
+    }
+    this.handlerReturned = false;
+    this.handlerPromise = p;
+    this.waiting = true;
+    if (this.abortedWith) this.settle(null);
+    p.then(
+      (value) => {
+        this.handlerReturned = true;
+        if (this.waiting) this.settle({ ok: true, value });
+        else if (this.recordedDone) this.release();
+      },
+      (error) => {
+        this.handlerReturned = true;
+        if (this.waiting) this.settle({ ok: false, error });
+        else if (this.recordedDone) this.release();
+      },
+    );
+  }
+
+  /** The handler's outcome, or null once the attempt is aborted (the handler may still be running). */
+  private settle(o: Outcome | null): void {
+    this.waiting = false;
+    const outcome = o ?? { ok: false, error: null };
+    // A transaction the handler left running (not awaited) ends before the outcome is decided: it may
+    // complete the job. An aborted attempt does not wait (its outcome is lease-guarded either way).
+    if (this.runner && !this.abortedWith && this.tx.pending) {
+      this.tx.pending.then(() => this.decide(outcome));
+    } else this.decide(outcome);
+  }
+
+  /** Records the outcome: a completion goes to the completer at once; the rest through `record`. */
+  private decide(outcome: Outcome): void {
+    const { job, d, tx } = this;
+    if (this.timer) clearTimeout(this.timer);
+    const m = d.jobMetrics(job);
+    m.duration.observe((Date.now() - this.startedAt) / 1000);
+    if (this.trace) {
+      endAttemptSpan(this.trace, !outcome.ok, this.abortedWith ?? (outcome.ok ? undefined : outcome.error));
+    }
+    // The common case, without a promise of its own: a value to store, nothing else decided for the attempt.
+    if (outcome.ok && !tx.completed && !tx.leaseLost && !this.abortedWith) {
+      const v = outcome.value;
+      if (v !== PARKED && !isSnooze(v)) {
+        let resultJson: string | null = null;
         try {
-          const v = runner.run(job, ctx);
-          p = v instanceof Promise ? v : Promise.resolve(v);
-        } catch (e) {
-          p = Promise.reject(e);
+          resultJson = v === undefined || v === null
+            ? "null"
+            : checkJsonValue("result", v, { exactNumbers: true });
+        } catch {
+          // Not storable: `record` fails the attempt for good.
+        }
+        if (resultJson !== null) {
+          this.written(complete(job, v, resultJson, d));
+          return;
         }
       }
-      handlerReturned = false;
-      // The handler's outcome, or null once the attempt is aborted (the handler may still be running).
-      outcome = await new Promise<Outcome | null>((resolve) => {
-        stopWaiting = resolve;
-        if (abortedWith) resolve(null);
-        handlerSettled = p.then(
-          (value) => {
-            handlerReturned = true;
-            resolve({ ok: true, value });
-          },
-          (error) => {
-            handlerReturned = true;
-            resolve({ ok: false, error });
-          },
-        );
-      }) ?? { ok: false, error: null };
-      stopWaiting = null;
-      // A transaction the handler left running (not awaited) ends before the outcome is decided: it may
-      // complete the job. An aborted attempt does not wait (its outcome is lease-guarded either way).
-      if (!abortedWith && tx.pending) await tx.pending;
     }
-    if (timer) clearTimeout(timer);
-    m.duration.observe((Date.now() - startedAt) / 1000);
-    if (t) endAttemptSpan(t, !outcome.ok, abortedWith ?? (outcome.ok ? undefined : outcome.error));
-    try {
-      const completion = await record(job, runner, outcome, abortedWith, d, tx);
-      if (onWritten) {
-        if (completion) completion.written.then(onWritten, onWritten);
-        else onWritten();
-      }
-    } catch (e) {
-      // The attempt stays `running` in the database: the heartbeat names it and the leader's rescue ends it.
-      const why = describeThrown(e);
-      d.logger.error(`svc: could not record the outcome of job ${job.id}: ${why}`);
-      d.abandon?.(job, `could not record the outcome: ${why}`);
-      d.engine.forgetAttempt?.(job);
-      onWritten?.();
+    record(job, this.runner, outcome, this.abortedWith, d, tx).then(
+      (completion) => this.written(completion ? completion.written : null),
+      (e) => {
+        // The attempt stays `running` in the database: the heartbeat names it and the leader's rescue ends it.
+        const why = describeThrown(e);
+        d.logger.error(`svc: could not record the outcome of job ${job.id}: ${why}`);
+        d.abandon?.(job, `could not record the outcome: ${why}`);
+        d.engine.forgetAttempt?.(job);
+        this.written(null);
+      },
+    );
+  }
+
+  /** The outcome is recorded: `written` settles once it is committed (null: it already is, or was given up). */
+  private written(written: Promise<boolean> | null): void {
+    if (this.host.attemptWritten) {
+      if (written) {
+        const w = () => this.wrote();
+        written.then(w, w);
+      } else this.wrote();
     }
-  })();
-  const released = done.then(() => {
-    onRecorded?.();
-    if (handlerReturned) return;
+    this.recordedDone = true;
+    this.recordedAt?.reach();
+    this.host.attemptRecorded?.(this);
+    if (this.handlerReturned) {
+      this.release();
+      return;
+    }
     // Aborted and not returned yet: the slot stays taken until it does; past the grace it is stuck.
+    const { d, job } = this;
     if (d.stuck) {
-      return d.stuck.watch(
+      d.stuck.watch(
         {
           job_id: job.id,
           lease: job.lease,
           kind: job.kind,
           queue: job.queue,
-          reason: abortedWith ?? "aborted",
+          reason: this.abortedWith ?? "aborted",
         },
-        abortedAt,
-        handlerSettled,
+        this.abortedAt,
+        this.handlerPromise!,
         d.stuckGraceMs ?? 5_000,
-      );
+      ).then(() => this.release(), () => this.release());
     }
-    return handlerSettled.then(() => {}, () => {});
-  }).finally(() => {
-    d.slots?.delete(released);
-    onSettled();
-  });
-  d.slots?.add(released);
+    // Without a watch, the handler's own reactions (start) release the slot when it returns.
+  }
 
-  return { job, abort, done, released, heartbeats: () => !tx.snapshotOpen };
+  private wrote(): void {
+    this.outcomeWritten = true;
+    this.host.attemptWritten?.(this);
+  }
+
+  /** Frees the slot (once). */
+  private release(): void {
+    if (this.slotFreed) return;
+    this.slotFreed = true;
+    this.d.slots?.delete(this);
+    this.releasedAt?.reach();
+    this.host.attemptSettled(this);
+  }
+}
+
+/** What every attempt of a worker lends its context (made once per worker). */
+const extrasByDeps = new WeakMap<ExecutorDeps, JobContextExtras>();
+function extrasOf(d: ExecutorDeps): JobContextExtras {
+  let x = extrasByDeps.get(d);
+  if (!x) {
+    x = { logger: d.logger, enqueuer: d.enqueuer, keep: d.keepCompleted, progress: d.progress };
+    extrasByDeps.set(d, x);
+  }
+  return x;
+}
+
+/**
+ * Hands a value to the completer: the slot is freed now; the completion is written with the next batch
+ * (the completer's own statement, beside the next claim). Shutdown drains the completer, so nothing is lost.
+ */
+function complete(job: Job, v: unknown, resultJson: string, d: ExecutorDeps): Promise<boolean> {
+  const written = d.completer.add({
+    id: job.id,
+    lease: job.lease,
+    result: v === undefined ? null : v,
+    resultJson,
+    startedAt: job.attemptedAt ?? undefined,
+  });
+  d.jobMetrics(job).completed.inc();
+  const on = d.on;
+  if (on.completed) {
+    written.then((ok) => {
+      if (ok) emit(on, d.logger, "completed", { ...job, state: "completed", result: v ?? null });
+    });
+  }
+  return written;
 }
 
 async function record(
@@ -276,23 +453,8 @@ async function record(
       const why = describeThrown(e).replace(/^result:? /, "");
       return await fail(job, `result cannot be stored: ${why}`, true, undefined, d, e);
     }
-    // The slot is freed now; the completion is written with the next batch (the completer's own
-    // statement, beside the next claim). Shutdown drains the completer, so nothing is lost.
-    const written = d.completer.add({
-      id: job.id,
-      lease: job.lease,
-      result: v === undefined ? null : v,
-      resultJson,
-      startedAt: job.attemptedAt ?? undefined,
-    });
-    d.jobMetrics(job).completed.inc();
-    if (on.completed) {
-      written.then((ok) => {
-        if (ok) emit(on, logger, "completed", { ...job, state: "completed", result: v ?? null });
-      });
-    }
     // Wrapped: an async function that returned the promise itself would wait for it (the commit).
-    return { written };
+    return { written: complete(job, v, resultJson, d) };
   }
   const terminal = safeInstanceOf(outcome.error, TerminalError);
   // A handler's own error keeps its stack; an error of svc's (no handler for the kind) has none worth keeping.

@@ -121,8 +121,6 @@ export interface JobContextExtras {
   enqueuer?: Enqueuer & { transaction?: <X>(fn: (tx: ClientTransaction) => Promise<X>) => Promise<X> };
   /** Whether completed jobs are kept (`retention.completed > 0`). */
   keep?: boolean;
-  /** Records `ctx.transaction`'s outcome for the executor. */
-  tx?: AttemptTx;
   /** Takes a checked progress value (JSON text) to write. */
   progress?: (job: Job, json: string) => void;
 }
@@ -144,19 +142,27 @@ export class CallbackEndedError extends SvcError {
 
 const DEFAULT_CALLBACK_TIMEOUT = 3_600_000;
 
+/** What a context asks of its attempt (the executor's attempt itself: no closure per attempt). */
+export interface AttemptLink {
+  /** The attempt's abort signal, made when first read. */
+  signal(): AbortSignal;
+  /** Told of each callback registered. */
+  callbackRegistered(): void;
+  /** Records `ctx.transaction`'s outcome for the executor. */
+  readonly tx: AttemptTx;
+}
+
 export function createJobContext(
   job: Job,
-  /** The attempt's abort signal, or a function that makes it when first read. */
-  signalOf: AbortSignal | (() => AbortSignal),
+  link: AttemptLink,
   engine: WorkerStore,
   waiters: CallbackWaiters,
   pollMs: number,
-  /** Told of each callback registered. */
-  onRegistered: () => void = () => {},
   traceparent: string | null = null,
+  /** The same for every attempt of a worker. */
   extras: JobContextExtras = {},
 ): JobContext {
-  return new AttemptContext(job, signalOf, engine, waiters, pollMs, onRegistered, traceparent, extras);
+  return new AttemptContext(job, link, engine, waiters, pollMs, traceparent, extras);
 }
 
 /**
@@ -173,19 +179,18 @@ class AttemptContext implements JobContext {
 
   constructor(
     private readonly job: Job,
-    private readonly signalOf: AbortSignal | (() => AbortSignal),
+    private readonly link: AttemptLink,
     private readonly engine: WorkerStore,
     private readonly waiters: CallbackWaiters,
     private readonly pollMs: number,
-    private readonly onRegistered: () => void,
     readonly traceparent: string | null,
     private readonly extras: JobContextExtras,
   ) {
-    this.state = extras.tx ?? attemptTx();
+    this.state = link.tx;
   }
 
   get signal(): AbortSignal {
-    return typeof this.signalOf === "function" ? this.signalOf() : this.signalOf;
+    return this.link.signal();
   }
 
   get logger(): Logger {
@@ -230,7 +235,7 @@ class AttemptContext implements JobContext {
         kind: "in_process",
       });
       if (!id) throw new CallbackEndedError(`job ${this.job.id} is no longer running this attempt`);
-      this.onRegistered();
+      this.link.callbackRegistered();
       return id;
     });
   }

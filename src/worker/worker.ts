@@ -118,7 +118,7 @@ export function createWorker<T extends object = AnyTasks>(opts: WorkerOptions<T>
   const inFlight = new Map<number, InFlight>();
   /** Aborted handlers that have not returned (src/worker/stuck.ts), and every slot taken, for shutdown. */
   const stuck = new StuckHandlers(logger);
-  const slots = new Set<Promise<void>>();
+  const slots = new Set<InFlight>();
   const waiters = new CallbackWaiters();
   const progress = new ProgressWriter((items) => client.engine.writeProgress(items), logger);
   // Completer and executor need each other: a result PostgreSQL refuses fails its attempt.
@@ -482,13 +482,13 @@ function warnAtStart(
  * grace for them, then goes on, naming those still running (an orchestrator's termination grace holds).
  */
 async function waitForHandlers(
-  slots: Set<Promise<void>>,
+  slots: Set<InFlight>,
   stuck: StuckHandlers,
   graceMs: number,
   logger: Logger,
 ): Promise<void> {
   if (slots.size === 0) return;
-  await StuckHandlers.settleWithin([...slots], graceMs);
+  await StuckHandlers.settleWithin([...slots].map((s) => s.released), graceMs);
   if (slots.size === 0) return;
   const named = stuck.list().map((h) => `job ${h.job_id} (${h.kind})`);
   logger.warn(
