@@ -6,10 +6,17 @@
 import { nextMacrotask } from "../platform/platform.ts";
 import { sleep } from "../timing.ts";
 
+/** Told of an item's output, in place of a promise per item (`addTo`). */
+export interface BatchSink<O> {
+  /** The item's batch was written: its output. */
+  batchWritten(out: O): void;
+  /** The item failed (its batch's error, or its own). */
+  batchFailed(e: unknown): void;
+}
+
 interface Pending<I, O> {
   item: I;
-  resolve: (out: O) => void;
-  reject: (e: unknown) => void;
+  sink: BatchSink<O>;
 }
 
 /** Returned by `write` in an item's place when that item alone failed: its caller gets `error`. */
@@ -37,10 +44,13 @@ export class Batcher<I, O> {
 
   /** Queues an item; resolves with its output once its batch is written. */
   add(item: I): Promise<O> {
-    return new Promise((resolve, reject) => {
-      this.queue.push({ item, resolve, reject });
-      this.schedule();
-    });
+    return new Promise((resolve, reject) => this.addTo(item, { batchWritten: resolve, batchFailed: reject }));
+  }
+
+  /** Queues an item; `sink` is told of its output once its batch is written (no promise per item). */
+  addTo(item: I, sink: BatchSink<O>): void {
+    this.queue.push({ item, sink });
+    this.schedule();
   }
 
   /** Items queued and not yet taken into a batch (a batch being written no longer counts). */
@@ -75,17 +85,30 @@ export class Batcher<I, O> {
         try {
           out = await this.write(batch.map((p) => p.item));
         } catch (e) {
-          batch.forEach((p) => p.reject(e));
+          batch.forEach((p) => tell(p.sink, false, e));
           continue;
         }
         batch.forEach((p, i) => {
           const o = out[i];
-          if (o instanceof ItemFailure) p.reject(o.error);
-          else p.resolve(o);
+          if (o instanceof ItemFailure) tell(p.sink, false, o.error);
+          else tell(p.sink, true, o);
         });
       }
     } finally {
       this.flushing = null;
     }
+  }
+}
+
+/**
+ * Tells a sink of its item's output. A sink that throws harms neither the batch's other items nor the loop:
+ * its error surfaces as an unhandled rejection, as it did when each item had a promise.
+ */
+function tell<O>(sink: BatchSink<O>, ok: boolean, v: unknown): void {
+  try {
+    if (ok) sink.batchWritten(v as O);
+    else sink.batchFailed(v);
+  } catch (e) {
+    void Promise.reject(e);
   }
 }

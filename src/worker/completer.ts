@@ -12,7 +12,7 @@
 import { type HistogramHandle, timed } from "../metrics/registry.ts";
 import type { AttemptRef, Completion, WorkerStore } from "../storage/engine.ts";
 import type { Logger } from "../types.ts";
-import { Batcher } from "../db/batcher.ts";
+import { Batcher, type BatchSink } from "../db/batcher.ts";
 import { isDataError, retryWithin } from "./outcome_retry.ts";
 import { describeThrown } from "../describe.ts";
 
@@ -61,6 +61,11 @@ export class Completer {
   /** Queues a completion; resolves true when it was written (false when the attempt was no longer current). */
   add(item: Completion): Promise<boolean> {
     return this.batcher.add(item);
+  }
+
+  /** Queues a completion; `sink` is told true when it was written (false: the attempt was no longer current). */
+  addTo(item: Completion, sink: BatchSink<boolean>): void {
+    this.batcher.addTo(item, sink);
   }
 
   /** Waits until everything queued is written. */

@@ -17,6 +17,7 @@ import {
 } from "./job_context.ts";
 import { type KindRunner, PARKED } from "./handlers.ts";
 import { emit, type WorkerEvents } from "./events.ts";
+import type { BatchSink } from "../db/batcher.ts";
 import { checkJsonValue, storableText } from "../validation.ts";
 import { retryWithin } from "./outcome_retry.ts";
 import type { StuckHandlers } from "./stuck.ts";
@@ -131,7 +132,7 @@ export function execute(job: Job, d: ExecutorDeps, host: AttemptHost | (() => vo
  * `settle` takes its outcome (or the abort's), `decide` records it, `written` frees the slot once the
  * handler has returned (an aborted one that has not is watched for being stuck first).
  */
-class Attempt implements InFlight, AttemptLink {
+class Attempt implements InFlight, AttemptLink, BatchSink<boolean> {
   slotFreed = false;
   outcomeWritten = false;
   /** The outcome was recorded (or given up) and the slot waits only for the handler to return. */
@@ -148,6 +149,8 @@ class Attempt implements InFlight, AttemptLink {
   private waiting = false;
   private startedAt = 0;
   private trace: AttemptTrace | null = null;
+  /** The completed result, kept for the `completed` event when someone listens. */
+  private result: unknown = null;
   readonly tx: AttemptTx = attemptTx();
   private readonly runner: KindRunner | undefined;
   /** Made when `done` or `released` is first asked for. */
@@ -293,32 +296,64 @@ class Attempt implements InFlight, AttemptLink {
           // Not storable: `record` fails the attempt for good.
         }
         if (resultJson !== null) {
-          this.written(complete(job, v, resultJson, d));
+          this.complete(v, resultJson);
           return;
         }
       }
     }
     record(job, this.runner, outcome, this.abortedWith, d, tx).then(
-      (completion) => this.written(completion ? completion.written : null),
+      (completion) =>
+        completion ? this.complete(completion.value, completion.resultJson) : this.written(false),
       (e) => {
         // The attempt stays `running` in the database: the heartbeat names it and the leader's rescue ends it.
         const why = describeThrown(e);
         d.logger.error(`svc: could not record the outcome of job ${job.id}: ${why}`);
         d.abandon?.(job, `could not record the outcome: ${why}`);
         d.engine.forgetAttempt?.(job);
-        this.written(null);
+        this.written(false);
       },
     );
   }
 
-  /** The outcome is recorded: `written` settles once it is committed (null: it already is, or was given up). */
-  private written(written: Promise<boolean> | null): void {
-    if (this.host.attemptWritten) {
-      if (written) {
-        const w = () => this.wrote();
-        written.then(w, w);
-      } else this.wrote();
+  /**
+   * Hands a value to the completer: the slot is freed now; the completion is written with the next batch (the
+   * completer's own statement, beside the next claim), which tells this attempt (`batchWritten`). Shutdown
+   * drains the completer, so nothing is lost.
+   */
+  private complete(v: unknown, resultJson: string): void {
+    const { job, d } = this;
+    if (d.on.completed) this.result = v === undefined ? null : v;
+    d.completer.addTo({
+      id: job.id,
+      lease: job.lease,
+      result: v === undefined ? null : v,
+      resultJson,
+      startedAt: job.attemptedAt ?? undefined,
+    }, this);
+    d.jobMetrics(job).completed.inc();
+    this.written(true);
+  }
+
+  /** The completion's batch was written (`BatchSink`): `ok` false when the attempt was no longer current. */
+  batchWritten(ok: boolean): void {
+    this.wrote();
+    const { d, job } = this;
+    if (ok && d.on.completed) {
+      emit(d.on, d.logger, "completed", { ...job, state: "completed", result: this.result });
     }
+  }
+
+  /** The completion's batch failed (`BatchSink`): the completer gave it up; the leader's rescue ends the attempt. */
+  batchFailed(): void {
+    this.wrote();
+  }
+
+  /**
+   * The outcome is recorded. `pending`: its write is still to come (a completion in the completer's batch,
+   * which tells `batchWritten`); else it is committed, or was given up.
+   */
+  private written(pending: boolean): void {
+    if (!pending) this.wrote();
     this.recordedDone = true;
     this.recordedAt?.reach();
     this.host.attemptRecorded?.(this);
@@ -346,6 +381,7 @@ class Attempt implements InFlight, AttemptLink {
   }
 
   private wrote(): void {
+    if (this.outcomeWritten) return;
     this.outcomeWritten = true;
     this.host.attemptWritten?.(this);
   }
@@ -371,28 +407,6 @@ function extrasOf(d: ExecutorDeps): JobContextExtras {
   return x;
 }
 
-/**
- * Hands a value to the completer: the slot is freed now; the completion is written with the next batch
- * (the completer's own statement, beside the next claim). Shutdown drains the completer, so nothing is lost.
- */
-function complete(job: Job, v: unknown, resultJson: string, d: ExecutorDeps): Promise<boolean> {
-  const written = d.completer.add({
-    id: job.id,
-    lease: job.lease,
-    result: v === undefined ? null : v,
-    resultJson,
-    startedAt: job.attemptedAt ?? undefined,
-  });
-  d.jobMetrics(job).completed.inc();
-  const on = d.on;
-  if (on.completed) {
-    written.then((ok) => {
-      if (ok) emit(on, d.logger, "completed", { ...job, state: "completed", result: v ?? null });
-    });
-  }
-  return written;
-}
-
 async function record(
   job: Job,
   runner: KindRunner | undefined,
@@ -400,7 +414,7 @@ async function record(
   abortedWith: AbortReason | null,
   d: ExecutorDeps,
   tx: AttemptTx,
-): Promise<{ written: Promise<boolean> } | void> {
+): Promise<{ value: unknown; resultJson: string } | void> {
   const { engine, logger, on } = d;
   if (tx.completed) {
     // ctx.transaction completed the job: nothing else is written for this attempt.
@@ -453,8 +467,7 @@ async function record(
       const why = describeThrown(e).replace(/^result:? /, "");
       return await fail(job, `result cannot be stored: ${why}`, true, undefined, d, e);
     }
-    // Wrapped: an async function that returned the promise itself would wait for it (the commit).
-    return { written: complete(job, v, resultJson, d) };
+    return { value: v, resultJson };
   }
   const terminal = safeInstanceOf(outcome.error, TerminalError);
   // A handler's own error keeps its stack; an error of svc's (no handler for the kind) has none worth keeping.

@@ -48,3 +48,47 @@ Deno.test("Batcher with a linger: items added within it share one call; a full b
   assert.deepEqual(calls[1], [3, 4, 5, 6]);
   assert.ok(performance.now() - t0 < 400, "a full batch is written without waiting out the 500 ms linger");
 });
+
+Deno.test("Batcher.addTo: each sink is told its item's output or failure; a sink that throws harms neither its neighbours nor the next batch", async () => {
+  const b = new Batcher<number, string>((items) => {
+    if (items.includes(13)) return Promise.reject(new Error("unlucky"));
+    return Promise.resolve(items.map((i) => i === 7 ? new ItemFailure(new Error("seven alone")) : `#${i}`));
+  }, 10);
+  const told: string[] = [];
+  const sink = (name: string, throws = false) => ({
+    batchWritten(out: string) {
+      told.push(`${name} ${out}`);
+      if (throws) throw new Error(`${name} throws`);
+    },
+    batchFailed(e: unknown) {
+      told.push(`${name} failed: ${(e as Error).message}`);
+    },
+  });
+  // The thrown error surfaces as an unhandled rejection; catch it here so that it fails nothing.
+  const surfaced: unknown[] = [];
+  const onUnhandled = (ev: PromiseRejectionEvent) => {
+    surfaced.push(ev.reason);
+    ev.preventDefault();
+  };
+  globalThis.addEventListener("unhandledrejection", onUnhandled);
+  try {
+    b.addTo(1, sink("a", true));
+    b.addTo(7, sink("b"));
+    b.addTo(2, sink("c"));
+    await b.drain();
+    assert.deepEqual(told, ["a #1", "b failed: seven alone", "c #2"]);
+    b.addTo(13, sink("d"));
+    b.addTo(3, sink("e"));
+    await b.drain();
+    assert.deepEqual(
+      told.slice(3),
+      ["d failed: unlucky", "e failed: unlucky"],
+      "a failed call fails its batch",
+    );
+    assert.equal(await b.add(4), "#4", "promises and sinks share the queue");
+    await new Promise((r) => setTimeout(r, 0));
+    assert.deepEqual(surfaced.map((e) => (e as Error).message), ["a throws"]);
+  } finally {
+    globalThis.removeEventListener("unhandledrejection", onUnhandled);
+  }
+});
