@@ -67,7 +67,7 @@ export const MAX_PREFETCH = 10_000;
 
 /** What a dispatcher shares with the rest of its worker. */
 export interface DispatcherContext {
-  /** The executor's dependencies; the dispatcher uses their engine, logger, poll interval and completer (which also records the starts of prefetched attempts). */
+  /** The executor's dependencies; the dispatcher uses their engine, logger, poll interval and job metrics. */
   deps: ExecutorDeps;
   /** Attempts in flight in the whole worker, by job id (shared by every queue's dispatcher). */
   inFlight: Map<number, InFlight>;
